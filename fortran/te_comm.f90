@@ -45,6 +45,7 @@ module te_comm
   integer(c_int), parameter :: TECOMM_OP_NO_FUSION = 1
   ! from libtecomm/te/comm_dp.h
   integer(c_int), parameter :: TECOMM_DP_GRAD_SHARDS = 1
+  integer(c_int), parameter :: TECOMM_DP_TABLE_SHARDS = 2
 
   ! struct tecomm_bootstrap (libtecomm/te/comm.h)
   type, bind(C) :: tecomm_bootstrap

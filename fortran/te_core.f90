@@ -651,6 +651,8 @@ module te_core
     integer(tecore_devptr_t) :: positions = 0
     integer(c_size_t) :: seq_len = 0
     type(c_ptr) :: status = c_null_ptr
+    integer(c_size_t) :: shard_first = 0
+    integer(c_size_t) :: shard_count = 0
   end type tecore_embedding_args
 
   ! struct tecore_xent_args (libtecore/te/loss.h)

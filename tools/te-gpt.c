@@ -123,6 +123,9 @@ static const char usage_text[] =
     "  --grad-shards 0|1  with --zero 2, 3: each layer's gradients reduce-scattered out of a\n"
     "                     ring of two layers into this rank's shard, no whole gradient\n"
     "                     kept (1, the default; not with --sp); 0 whole gradient buffers\n"
+    "  --table-shards 0|1 with --zero 2, 3: each rank holds 1 / dp of the token table and\n"
+    "                     its gradient, the tokens' rows moved instead (1, the default;\n"
+    "                     not with --tp); 0 the whole table on every rank\n"
     "  --share-saved 0|1  lay the saved tensors the backward never reads over shared\n"
     "                     scratch by their lifetimes (default 1)\n"
     "  --wgrad TYPE       the Linears' weight gradients: bf16 (the GEMM's output, as\n"
@@ -185,7 +188,7 @@ enum {
   O_ROPE, O_BIAS, O_DATA, O_CORPUS, O_SYNTH, O_STEPS, O_BATCH, O_ACCUM, O_LR, O_MINLR, O_WARMUP,
   O_DECAY, O_WD, O_CLIP, O_RECIPE, O_SEED, O_EVAL, O_EVALB, O_SAVE, O_LOAD, O_SAMPLE, O_PROMPT,
   O_TEMP, O_TOPK, O_SCHECK, O_NOGRAPH, O_TP, O_SHARE, O_WGRAD, O_PROFILE, O_PLAN, O_OFFLOAD, O_OFF_LAYERS,
-  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO, O_GSHARDS,
+  O_OFF_PREFETCH, O_OFF_DIR, O_HOST_BUDGET, O_OFF_MIN, O_GLAUNCH, O_NOPIPE, O_DP, O_ZERO, O_GSHARDS, O_TSHARDS,
   O_VAL, O_TOKENIZE, O_EVALFILE, O_SAVE_EVERY, O_LOG, O_LOAD_HF, O_SAVE_HF, O_RECOMP,
   O_TOKENIZER, O_SP
 };
@@ -222,6 +225,7 @@ static const struct option longs[] = {
     {"no-pipeline", no_argument, 0, O_NOPIPE},
     {"dp", required_argument, 0, O_DP}, {"zero", required_argument, 0, O_ZERO},
     {"grad-shards", required_argument, 0, O_GSHARDS},
+    {"table-shards", required_argument, 0, O_TSHARDS},
     {"val", required_argument, 0, O_VAL}, {"tokenize", required_argument, 0, O_TOKENIZE},
     {"eval", required_argument, 0, O_EVALFILE}, {"save-every", required_argument, 0, O_SAVE_EVERY},
     {"log", required_argument, 0, O_LOG}, {"load-hf", required_argument, 0, O_LOAD_HF},
@@ -246,6 +250,7 @@ struct opts {
   int wgrad;         /* --wgrad: 0 auto, 1 bf16, 2 f32 */
   int dp, zero;      /* --dp, --zero */
   int grad_shards;   /* --grad-shards */
+  int table_shards;  /* --table-shards */
   int sp;            /* --sp */
   double lr, min_lr, wd, clip, temperature;
   long long seed;
@@ -391,6 +396,7 @@ static int take(struct te_cli *cli, struct opts *o, int opt, const char *a) {
   case O_DP: return te_cli_int(cli, f, a, 1, DEMO_TP_MAX, &o->dp);
   case O_ZERO: return te_cli_int(cli, f, a, 0, 3, &o->zero);
   case O_GSHARDS: return te_cli_int(cli, f, a, 0, 1, &o->grad_shards);
+  case O_TSHARDS: return te_cli_int(cli, f, a, 0, 1, &o->table_shards);
   case O_SHARE: return te_cli_int(cli, f, a, 0, 1, &o->share_saved);
   case O_WGRAD: return word_of(cli, f, a, wgrad_words, 3, &o->wgrad);
   case O_RECOMP: return word_of(cli, f, a, recompute_words, 3, &o->c.recompute);
@@ -714,8 +720,8 @@ static void run_figures(struct run_state *r) {
   const struct gpt_model *m = &r->m;
   size_t seq_total = 0;
   GPT_CHECK(tecore_seq_memory(m->seq, NULL, &seq_total));
-  r->mem_mib = (double)(seq_total + m->dev_bytes + gpt_dp_value_bytes(m) + gpt_dp_grad_bytes(m)) /
-               1048576.0;
+  r->mem_mib = (double)(seq_total + m->dev_bytes + gpt_dp_value_bytes(m) + gpt_dp_grad_bytes(m) +
+                       gpt_dp_table_bytes(m)) / 1048576.0;
   const struct gpt_config *c = &m->c;
   /* N: every parameter but the embedding tables (lookups, no GEMM) */
   size_t ntab = (size_t)c->vocab * c->hidden + (c->rope ? 0 : (size_t)c->seq * c->hidden);
@@ -1090,7 +1096,10 @@ static int run(struct opts *op, const struct gpt_tp *tp, const struct gpt_dp *dp
     if (rc == TE_EXIT_OK) {
       rc = run_summary(r);
       /* --zero 3 holds no whole values to decode with (refused if asked) */
-      if (rc == TE_EXIT_OK && r->o.sample > 0 && r->o.zero != 3) rc = run_sample(r);
+      if (rc == TE_EXIT_OK && r->o.sample > 0 && r->o.zero != 3) {
+        gpt_dp_table_whole(&r->m, r->s);   /* --table-shards: the decoder reads it whole */
+        rc = run_sample(r);
+      }
       run_offload_notes(r);
       te_out_end(&OUT);
     }
@@ -1143,7 +1152,7 @@ static int split_groups(struct demo_tp *t, const struct opts *o, int rank, struc
   demo_tp_bwd_nccl(t, 0);   /* the tp_copy operations' too */
   tp->size = T, tp->rank = rank % T, tp->comm = tpc, tp->sp = o->sp;
   *dp = (struct gpt_dp){.size = D, .rank = rank / T, .zero = o->zero, .comm = dpc,
-                        .gshards = o->grad_shards};
+                        .gshards = o->grad_shards, .tshards = o->table_shards};
   return 0;
 }
 
@@ -1410,7 +1419,7 @@ int main(int argc, char **argv) {
   struct opts o = {.model = "tiny", .steps = 30, .accum = 1, .lr = -1, .min_lr = -1,
                    .warmup = -1, .wd = 0.1, .clip = 1.0, .seed = 1, .eval_every = 10,
                    .eval_batches = 4, .sample = 64, .prompt = "", .share_saved = 1,
-                   .grad_shards = 1};
+                   .grad_shards = 1, .table_shards = 1};
   o.files = calloc(1, sizeof *o.files);
   if (!o.files) {
     fprintf(stderr, "te-gpt: out of memory\n");

@@ -40,6 +40,7 @@ static void dp_free(struct tecomm_dp *d) {
   if (d->hooked) (void)tecore_seq_set_hooks(d->seq, NULL);
   if (d->side) (void)tecore_stream_synchronize(d->side);
   tc_dp_zero3_free(d);
+  tc_dp_table_free(d);
   tc_dp_sym_free(d, d->buf, d->buf_plain);
   if (d->scale_dev) (void)tecore_mem_free(d->scale_dev);
   if (d->normvec) (void)tecore_mem_free(d->normvec);
@@ -69,6 +70,12 @@ static tecomm_result_t check_tensor(const struct tecomm_dp_desc *desc, size_t i)
   TC_ARG(t->value || desc->zero == 0,
          "%s: desc->tensors[%zu].value is 0 under ZeRO-%d (the gather needs it)", fn, i,
          desc->zero);
+  TC_ARG(!t->rows || (t->op == TECOMM_DP_NO_OP && t->count % t->rows == 0 &&
+                      t->rows <= INT32_MAX),
+         "%s: desc->tensors[%zu].rows %zu: an embedding table's rows (op TECOMM_DP_NO_OP, "
+         "count %zu a multiple of them, at most 2^31 - 1)", fn, i, t->rows, t->count);
+  TC_ARG(!t->rows || !(desc->flags & TECOMM_DP_TABLE_SHARDS) || t->value,
+         "%s: desc->tensors[%zu] (a table) has no value to shard", fn, i);
   if (t->op == TECOMM_DP_NO_OP) return TECOMM_SUCCESS;
   TC_ARG(desc->seq, "%s: desc->tensors[%zu].op %zu without desc->seq", fn, i, t->op);
   struct tecore_op_info info;
@@ -91,11 +98,14 @@ static tecomm_result_t check_desc(const struct tecomm_dp_desc *desc, tecomm_dp_t
   TC_ARG(desc->zero >= 0 && desc->zero <= 3, "%s: desc->zero %d: 0, 1, 2 or 3", fn, desc->zero);
   TC_ARG(isfinite(desc->scale) && desc->scale >= 0, "%s: desc->scale %g: finite, >= 0", fn,
          (double)desc->scale);
-  TC_ARG(!(desc->flags & ~TECOMM_DP_GRAD_SHARDS), "%s: desc->flags 0x%x: unknown bits 0x%x", fn,
-         desc->flags, desc->flags & ~TECOMM_DP_GRAD_SHARDS);
+  const unsigned known = TECOMM_DP_GRAD_SHARDS | TECOMM_DP_TABLE_SHARDS;
+  TC_ARG(!(desc->flags & ~known), "%s: desc->flags 0x%x: unknown bits 0x%x", fn, desc->flags,
+         desc->flags & ~known);
   TC_ARG(!(desc->flags & TECOMM_DP_GRAD_SHARDS) || (desc->zero >= 2 && desc->seq),
          "%s: TECOMM_DP_GRAD_SHARDS needs ZeRO-2 or 3 and desc->seq (desc->zero %d, seq %s)", fn,
          desc->zero, desc->seq ? "given" : "NULL");
+  TC_ARG(!(desc->flags & TECOMM_DP_TABLE_SHARDS) || desc->zero >= 2,
+         "%s: TECOMM_DP_TABLE_SHARDS needs ZeRO-2 or 3 (desc->zero %d)", fn, desc->zero);
   for (size_t i = 0; i < desc->ntensors; i++) TC_CHECK(check_tensor(desc, i));
   return TECOMM_SUCCESS;
 }
@@ -114,11 +124,15 @@ static tecomm_result_t copy_in(struct tecomm_dp *d, const struct tecomm_dp_desc 
   return TECOMM_SUCCESS;
 }
 
-/* The largest bucket's bytes, gradient (a packed bucket's) or value
- * (ZeRO-1/2's gather); 0 when no bucket needs the buffer. */
+/* The largest bucket's bytes, gradient (a packed bucket's), value
+ * (ZeRO-1/2's gather) or FP8 codes (ZeRO-3's); 0 when no bucket needs
+ * the buffer. */
 static size_t buffer_bytes(const struct tecomm_dp *d) {
   size_t most = 0;
   for (size_t k = 0; k < d->nb; k++) {
+    if (d->b[k].fp8 && d->b[k].sharded && d->b[k].elems > most)
+      most = d->b[k].elems;   /* its E4M3 codes gathered there (dp_zero3_fp8.c) */
+    if (d->b[k].table) continue;   /* never reduced nor gathered (dp_table.c) */
     size_t g = d->b[k].inplace || tc_dp_zg_owns(d, &d->b[k]) ? 0 : tecore_dtype_size(d->b[k].gdt);
     size_t v = d->zero > 0 && !d->b[k].sharded ? tecore_dtype_size(d->b[k].vdt) : 0;
     size_t n = d->b[k].elems * (g > v ? g : v);
@@ -156,7 +170,8 @@ static tecomm_result_t setup(struct tecomm_dp *d) {
   TC_CORE(tecore_event_create(TECORE_EVENT_DISABLE_TIMING, &d->join), "tecomm_dp_create");
   TC_CORE(tecore_stream_synchronize(d->side), "tecomm_dp_create");
   TC_CHECK(tc_dp_zero3_setup(d));
-  TC_CHECK(tc_dp_norm_setup(d));   /* its views: in the gradient shards (gshards) */
+  TC_CHECK(tc_dp_table_setup(d));
+  TC_CHECK(tc_dp_norm_setup(d));   /* its views: in the gradient shards (gshards, tables) */
   if (!d->seq) return TECOMM_SUCCESS;
   struct tecore_seq_hooks h = {.before = d->nu ? dp_hook_before : NULL,
                                .after = dp_hook_after, .ctx = d};
@@ -172,6 +187,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   d->comm = desc->comm;
   d->zero = desc->zero;
   d->gshards = (desc->flags & TECOMM_DP_GRAD_SHARDS) != 0;
+  d->tshards = (desc->flags & TECOMM_DP_TABLE_SHARDS) != 0;
   d->bucket_bytes = desc->bucket_bytes ? desc->bucket_bytes
                     : (size_t)tecore_tunable_int(&tc_tun_dp_bucket_mb) << 20;
   tecomm_result_t r = tecomm_comm_rank(d->comm, &d->rank, &d->nranks, NULL);
@@ -180,6 +196,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   d->seq = desc->seq;   /* dp_free takes ZeRO-3's ring out of it */
   if (r == TECOMM_SUCCESS) tc_dp_zero3_fp8_mark(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_layout(d);
+  if (r == TECOMM_SUCCESS) tc_dp_table_layout(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_inplace(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_zero3_check(d);
   if (r == TECOMM_SUCCESS) r = tc_dp_agree(d, desc->recipe);
@@ -203,13 +220,6 @@ TE_EXPORT tecomm_result_t tecomm_dp_create(const struct tecomm_dp_desc *desc, te
   *dp = d;
   return TECOMM_SUCCESS;
 }
-
-/* dp is a live group of this library (never one destroyed). */
-#define DP_LIVE(dp, fn)                                                        \
-  do {                                                                         \
-    TC_ARG(dp, "%s: dp is NULL", fn);                                          \
-    TC_ARG(te_handle_live(dp), "%s: dp is not a live data-parallel group", fn); \
-  } while (0)
 
 /* Appends to buf at *at (snprintf's rules: *at may pass len). */
 static void put(char *buf, size_t len, size_t *at, const char *fmt, ...)
@@ -238,14 +248,17 @@ TE_EXPORT tecomm_result_t tecomm_dp_describe(tecomm_dp_t dp, char *buf, size_t l
   if (dp->gring)   /* TECOMM_DP_GRAD_SHARDS: the gradients held across a step */
     put(buf, len, &at, "; gradients: shards %zu bytes, ring %zu + %zu bytes", dp->gshard_bytes,
         dp->gslot_size[0], dp->gslot_size[1]);
+  if (dp->tval_bytes)   /* TECOMM_DP_TABLE_SHARDS */
+    put(buf, len, &at, "; tables: shards %zu + %zu bytes, scratch %zu bytes", dp->tval_bytes,
+        dp->tgrad_bytes, dp->tscr_bytes);
   put(buf, len, &at, "):");
   for (size_t k = 0; k < dp->nb; k++) {
     const struct dp_bucket *b = &dp->b[k];
     const int ring = dp->gring && tc_dp_zg_owns(dp, b);
     put(buf, len, &at, " %zu %s [%zu,%zu) %zu %s", k,
-        b->inplace ? "in-place" : ring ? "ring" : "packed", b->t0, b->t1,
+        b->table ? "table" : b->inplace ? "in-place" : ring ? "ring" : "packed", b->t0, b->t1,
         b->inplace ? b->span_elems : b->elems, tecore_dtype_name(b->gdt));
-    if (!b->inplace && !ring) put(buf, len, &at, " (%s)", tc_dp_packed_why(b->why));
+    if (!b->inplace && !ring && !b->table) put(buf, len, &at, " (%s)", tc_dp_packed_why(b->why));
     put(buf, len, &at, ";");
   }
   if (buf && len) buf[at < len ? at : len - 1] = '\0';
@@ -269,6 +282,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_arm(tecomm_dp_t dp) {
 /* Bucket k reduced: out of the gradient ring (dp_zero3_grad.c), or
  * packed or in place (dp_run.c). */
 static tecomm_result_t launch(struct tecomm_dp *d, size_t k, tecore_stream_t stream) {
+  if (d->b[k].table) return d->b[k].launched = 1, TECOMM_SUCCESS;   /* never reduced */
   if (d->gring && tc_dp_zg_owns(d, &d->b[k])) return tc_dp_zg_launch(d, k, stream);
   return tc_dp_launch(d, k, stream);
 }
@@ -309,6 +323,8 @@ TE_EXPORT tecomm_result_t tecomm_dp_finish(tecomm_dp_t dp, tecore_stream_t strea
     if (!dp->b[k].launched) r = launch(dp, k, stream);
   tecomm_result_t j = tc_dp_join(dp, stream);
   tc_dp_zg_finish(dp);
+  tecomm_result_t tb = tc_dp_table_finish(dp, stream);
+  if (j == TECOMM_SUCCESS) j = tb;
   for (size_t k = 0; k < dp->nb; k++)
     dp->b[k].launched = 0, dp->b[k].pending = dp->b[k].t1 - dp->b[k].t0;
   dp->armed = 0;
@@ -356,6 +372,7 @@ TE_EXPORT tecomm_result_t tecomm_dp_gather_value(tecomm_dp_t dp, size_t index,
   TC_ARG(dst, "tecomm_dp_gather_value: dst is 0");
   TC_ARG(dp->t[index].t.value, "tecomm_dp_gather_value: tensor %zu (%s) has no value", index,
          dp->t[index].name);
+  if (dp->b[dp->t[index].bucket].table) return tc_dp_table_whole(dp, index, dst, stream);
   return tc_dp_value_whole(dp, index, dst, stream);
 }
 

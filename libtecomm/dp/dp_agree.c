@@ -21,7 +21,7 @@ struct dp_wire {
 };
 
 struct dp_rec {
-  uint64_t count, op;
+  uint64_t count, op, rows;
   int32_t gdt, vdt, has_value, inplace;
   uint64_t sym_off;    /* in place: the gradient's offset in its symmetric allocation */
 };
@@ -37,6 +37,7 @@ static struct dp_rec rec_of(const struct tecomm_dp *d, const struct dp_tensor *t
   memset(&r, 0, sizeof r);
   r.count = t->t.count;
   r.op = t->t.op == TECOMM_DP_NO_OP ? UINT64_MAX : (uint64_t)t->t.op;
+  r.rows = t->t.rows;
   r.gdt = (int32_t)t->t.grad_dtype;
   r.vdt = t->t.value ? (int32_t)t->t.value_dtype : -1;
   r.has_value = t->t.value != 0;
@@ -49,7 +50,8 @@ static struct dp_wire wire_of(const struct tecomm_dp *d, const struct tecore_rec
   struct dp_wire w;
   memset(&w, 0, sizeof w);
   w.ntensors = d->nt, w.bucket_bytes = d->bucket_bytes, w.zero = d->zero;
-  w.flags = d->gshards ? (int32_t)TECOMM_DP_GRAD_SHARDS : 0;
+  w.flags = (d->gshards ? (int32_t)TECOMM_DP_GRAD_SHARDS : 0) |
+            (d->tshards ? (int32_t)TECOMM_DP_TABLE_SHARDS : 0);
   w.hash = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < d->nt; i++) {
     struct dp_rec r = rec_of(d, &d->t[i]);
@@ -90,6 +92,7 @@ static const char *rec_diff(const struct dp_rec *a, const struct dp_rec *b, long
   DP_FIELD(has_value, "value given (1) or not (0)");
   DP_FIELD(vdt, "value_dtype");
   DP_FIELD(op, "op (the writing operation)");
+  DP_FIELD(rows, "rows (an embedding table's)");
   DP_FIELD(inplace, "its bucket reduced in place (1) or packed (0): the gradients' layout");
   DP_FIELD(sym_off, "its gradient's offset in the symmetric allocation (in place)");
 #undef DP_FIELD

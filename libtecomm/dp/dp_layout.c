@@ -16,6 +16,7 @@ static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static int joins(const struct tecomm_dp *d, const struct dp_bucket *b, const struct dp_tensor *prev,
                  const struct dp_tensor *t, size_t at) {
   if (!b || b->gdt != t->t.grad_dtype || b->vdt != t->t.value_dtype || b->fp8 != t->fp8) return 0;
+  if (d->tshards && (t->t.rows || prev->t.rows)) return 0;   /* a table: alone (dp_table.c) */
   size_t esz = tecore_dtype_size(t->t.grad_dtype);
   int fits = (at + t->t.count) * esz <= d->bucket_bytes;
   if (d->zero < 3 && !d->gshards) return fits;   /* gradient shards: in units too */
@@ -67,6 +68,7 @@ tecore_devptr_t tc_dp_grad_at(const struct tecomm_dp *d, size_t i, size_t first)
   const struct dp_tensor *t = &d->t[i];
   const struct dp_bucket *b = &d->b[t->bucket];
   size_t es = tecore_dtype_size(t->t.grad_dtype);
+  if (b->table) return d->tgrad + b->tg_off + (t->off + first - (size_t)d->rank * b->shard) * es;
   if (!tc_dp_zg_owns(d, b)) return t->t.grad + first * es;
   size_t in = t->off + first - (size_t)d->rank * b->shard;   /* the element in the shard */
   return d->gshard + b->gs_off + in * es;   /* dp_zero3_grad.c's */
@@ -76,6 +78,7 @@ tecore_devptr_t tc_dp_value_at(const struct tecomm_dp *d, size_t i, size_t first
   const struct dp_tensor *t = &d->t[i];
   const struct dp_bucket *b = &d->b[t->bucket];
   size_t es = tecore_dtype_size(t->t.value_dtype);
+  if (b->table) return d->tval + b->tv_off + (t->off + first - (size_t)d->rank * b->shard) * es;
   if (!b->sharded) return t->t.value + first * es;
   size_t in = t->off + first - (size_t)d->rank * b->shard;   /* the element in the shard */
   return d->vshard + b->vs_off + in * es;

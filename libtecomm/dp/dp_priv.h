@@ -16,9 +16,17 @@
 #define TECOMM_DP_PRIV_H
 
 #include "base/tc_internal.h"
+#include "te_handles.h"
 #include <te/comm_dp.h>
 
 #define DP_ALIGN 64   /* elements */
+
+/* dp is a live group of this library (never one destroyed). */
+#define DP_LIVE(dp, fn)                                                        \
+  do {                                                                         \
+    TC_ARG(dp, "%s: dp is NULL", fn);                                          \
+    TC_ARG(te_handle_live(dp), "%s: dp is not a live data-parallel group", fn); \
+  } while (0)
 
 struct dp_tensor {
   struct tecomm_dp_tensor t;
@@ -65,6 +73,11 @@ struct dp_bucket {
   size_t gs_off;               /* bytes: its reduced shard in d->gshard */
   size_t gacc;                 /* reductions since tecomm_dp_finish: the first writes the
                                   shard, the later ones add to it */
+  /* TECOMM_DP_TABLE_SHARDS (dp_table.c): an embedding table, never
+   * reduced; its value and gradient shards in d->tval and d->tgrad */
+  int table;
+  size_t tv_off, tg_off;       /* bytes */
+  size_t tacc;                 /* embedding backwards since tecomm_dp_finish */
 };
 
 /* ZeRO-3: buckets whose operations overlap (an operation's weight and
@@ -156,6 +169,13 @@ struct tecomm_dp {
                                   and the slot zeroed */
   int gfree_rec[2];            /* ... since the last join: the next writer waits */
   size_t gocc[2];              /* the unit whose gradients a slot holds, or SIZE_MAX */
+  /* TECOMM_DP_TABLE_SHARDS (dp_table.c) */
+  int tshards;
+  tecore_devptr_t tval, tgrad; /* this rank's shards of the tables' values and gradients */
+  size_t tval_bytes, tgrad_bytes;
+  tecore_devptr_t tscr;        /* symmetric: every rank's ids, then their rows */
+  int tscr_plain;
+  size_t tscr_bytes;
 };
 
 /* dp_layout.c: buckets and offsets from d->t (the tensors copied in). */
@@ -248,5 +268,17 @@ static inline int tc_dp_zg_owns(const struct tecomm_dp *d, const struct dp_bucke
 }
 tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
                                   tecore_stream_t s);
+
+/* dp_table.c: TECOMM_DP_TABLE_SHARDS.  layout (host, after tc_dp_layout):
+ * the tables' buckets and the shards' places; setup (device, after the
+ * buffer): the shards, this rank's part of each value copied in; finish:
+ * each table's gradient scaled (on stream), the count reset; whole:
+ * table i's value all-gathered into dst; free. */
+void tc_dp_table_layout(struct tecomm_dp *d);
+tecomm_result_t tc_dp_table_setup(struct tecomm_dp *d);
+tecomm_result_t tc_dp_table_finish(struct tecomm_dp *d, tecore_stream_t stream);
+tecomm_result_t tc_dp_table_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
+                                  tecore_stream_t s);
+void tc_dp_table_free(struct tecomm_dp *d);
 
 #endif

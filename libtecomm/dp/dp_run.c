@@ -145,7 +145,7 @@ static tecomm_result_t move_values(struct tecomm_dp *d, const struct dp_bucket *
 tecomm_result_t tc_dp_gather_all(struct tecomm_dp *d, tecore_stream_t stream) {
   for (size_t k = 0; k < d->nb; k++) {
     const struct dp_bucket *b = &d->b[k];
-    if (b->sharded) continue;   /* ZeRO-3: gathered by the passes */
+    if (b->sharded || b->table) continue;   /* ZeRO-3: gathered by the passes; tables: never */
     TC_CHECK(move_values(d, b, 1, stream));
     TC_CHECK(dp_allgather(d, b->shard, b->vdt, stream));
     TC_CHECK(move_values(d, b, 0, stream));

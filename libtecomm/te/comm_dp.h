@@ -48,6 +48,8 @@ struct tecomm_dp_tensor {
   size_t count;
   size_t op;                   /* the operation of desc.seq whose backward writes the
                                   gradient last, or TECOMM_DP_NO_OP */
+  size_t rows;                 /* an embedding table (op TECOMM_DP_NO_OP): its rows, count /
+                                  rows elements each; 0: not a table */
 };
 
 struct tecomm_dp_desc {
@@ -74,6 +76,16 @@ struct tecomm_dp_desc {
  * them).  The sequence's own gradient storage is freed; destroy gives it
  * storage of its own again, zeroed. */
 #define TECOMM_DP_GRAD_SHARDS 0x1u
+
+/* desc.flags, ZeRO-2 or 3: no rank keeps a whole embedding table (the
+ * tensors with rows).  Each is a bucket of its own, and this rank holds
+ * its part of the value (tecomm_dp_value_shard; copied from
+ * desc.tensors[i].value at create, which is no longer read) and of the
+ * gradient (tecomm_dp_grad_shard; .grad is no longer read or written),
+ * never reduced: tecomm_dp_embedding_fwd and _bwd run every rank's tokens
+ * against the shards instead.  tecomm_dp_gather skips them;
+ * tecomm_dp_gather_value all-gathers them. */
+#define TECOMM_DP_TABLE_SHARDS 0x2u
 
 /* Collective over desc->comm.  Refuses (TECOMM_ERR_MISMATCH on every
  * rank, the first differing field and the rank named) ranks whose
@@ -126,6 +138,30 @@ tecomm_result_t tecomm_dp_gather_value(tecomm_dp_t dp, size_t index, tecore_devp
  * Collective; capturable; after tecomm_dp_finish. */
 tecomm_result_t tecomm_dp_norm_parts(tecomm_dp_t dp, struct tecore_tensor *vec,
                                      tecore_stream_t stream);
+/* TECOMM_DP_TABLE_SHARDS: the rows of table index (a tensor with rows)
+ * that int32 ids [tokens] name, into out [tokens][count / rows] (F32 or
+ * BF16), bit for bit what tecore_embedding_fwd gives from the whole table:
+ * every rank's ids are all-gathered, each rank writes the elements of its
+ * shard for all of them (zeros elsewhere), and those rows are
+ * reduce-scattered back to their ranks (one nonzero term each: exact).
+ * An id outside the table gives a zero row (not reported); a -0 element
+ * comes back +0.  Collective
+ * (the same tokens on every rank); capturable once a first call outside a
+ * capture has sized the group's scratch (nranks * tokens rows of 4-byte
+ * elements, symmetric memory). */
+tecomm_result_t tecomm_dp_embedding_fwd(tecomm_dp_t dp, size_t index, tecore_devptr_t ids,
+                                        size_t tokens, const struct tecore_tensor *out,
+                                        tecore_stream_t stream);
+/* Its backward: dout [tokens][count / rows] (F32 or BF16) of every rank
+ * all-gathered with the ids and added into this rank's gradient shard
+ * (tecore_embedding_bwd's order over the ranks' tokens, rank 0's first),
+ * which the first call after tecomm_dp_finish zeroes first, so that
+ * microbatches accumulate; tecomm_dp_finish scales it by desc.scale.  The
+ * shard then holds the sum over the ranks: no reduction follows.
+ * Collective; capturable as the forward. */
+tecomm_result_t tecomm_dp_embedding_bwd(tecomm_dp_t dp, size_t index, tecore_devptr_t ids,
+                                        size_t tokens, const struct tecore_tensor *dout,
+                                        tecore_stream_t stream);
 /* One line: the stage, the buckets, and for each whether it is reduced
  * in place (its gradients one span of symmetric memory) or packed into
  * the buffer, and why; into buf (len bytes, NUL-terminated, truncated),

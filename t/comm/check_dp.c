@@ -1087,8 +1087,8 @@ static void rank_args(int rank, int n, void *arg) {
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[3].op 9", tecomm_dp_create(&d2, &dp));
   memcpy(bad, t, sizeof bad), bad[0].value = 0, d2.zero = 1;
   RK_EXPECT(TECOMM_ERR_INVALID, "tensors[0].value is 0 under ZeRO-1", tecomm_dp_create(&d2, &dp));
-  d2 = desc, d2.zero = 3, d2.flags = 0x6;
-  RK_EXPECT(TECOMM_ERR_INVALID, "unknown bits 0x6", tecomm_dp_create(&d2, &dp));
+  d2 = desc, d2.zero = 3, d2.flags = 0xc;
+  RK_EXPECT(TECOMM_ERR_INVALID, "unknown bits 0xc", tecomm_dp_create(&d2, &dp));
   d2 = desc, d2.zero = 1, d2.flags = TECOMM_DP_GRAD_SHARDS;
   RK_EXPECT(TECOMM_ERR_INVALID, "needs ZeRO-2 or 3 and desc->seq (desc->zero 1",
             tecomm_dp_create(&d2, &dp));

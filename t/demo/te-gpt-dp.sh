@@ -101,6 +101,33 @@ for z in 2 3; do
   "$gpt" $zo --grad-shards 0 2>&1 | grep -q "; gradients:" &&
     { echo "FAIL: --zero $z --grad-shards 0 still shards the gradients"; fail=1; }
 done
+# the token table held as shards (the default under --zero 2, 3): the
+# rows move instead of the table, and its gradient is summed over every
+# rank's tokens in one pass (another order than a rank's sum, then the
+# reduction: within GPT_DP_TOL of the whole table); a learned position
+# table too (--rope 0: the token rows in F32, the positions added as one
+# process adds them); the group holds the shards, the table bytes less;
+# generation gathers the table whole again
+for z in 2 3; do
+  for rp in 1 0; do
+    run "$tmp/t${z}r$rp.csv" $opts --batch 2 --dp 2 --zero $z --rope $rp --table-shards 0
+    run "$tmp/s${z}r$rp.csv" $opts --batch 2 --dp 2 --zero $z --rope $rp
+    close "$tmp/t${z}r$rp.csv" "$tmp/s${z}r$rp.csv" "--zero $z --rope $rp table shards against whole"
+  done
+done
+to="--seed $seed --steps 1 --sample 0 --eval-every 0 --batch 2 --dp 2 --zero 3 --vocab 4096"
+"$gpt" $to > "$tmp/ts.txt" 2>&1 || { echo "FAIL: te-gpt $to fails:"; cat "$tmp/ts.txt"; fail=1; }
+"$gpt" $to --table-shards 0 > "$tmp/tw.txt" 2>&1 || { echo "FAIL: --table-shards 0 fails"; fail=1; }
+grep -q "; tables: shards " "$tmp/ts.txt" ||
+  { echo "FAIL: --zero 3 keeps the whole table (no '; tables:' in the # dp: line)"; fail=1; }
+grep -q "; tables:" "$tmp/tw.txt" && { echo "FAIL: --table-shards 0 still shards the table"; fail=1; }
+# the table's MiB in the device memory line: whole, 2 x 4096 x 64 x 4 bytes
+tab() { sed -n 's/.*embedding tables and gradients \([0-9.]*\).*/\1/p' "$1"; }
+echo "# vocab 4096: embedding tables $(tab "$tmp/tw.txt") MiB whole, $(tab "$tmp/ts.txt") MiB as shards a rank"
+awk -v w="$(tab "$tmp/tw.txt")" -v s="$(tab "$tmp/ts.txt")" 'BEGIN { exit !(w >= 1.9 && s < 0.75 * w) }' ||
+  { echo "FAIL: the table's shards take $(tab "$tmp/ts.txt") MiB, the whole $(tab "$tmp/tw.txt")"; fail=1; }
+run "$tmp/sample.txt" --seed $seed --steps 2 --eval-every 0 --batch 2 --dp 2 --zero 2 --sample 16 --json
+grep -q '"sample"' "$tmp/sample.txt" || { echo "FAIL: --zero 2 --sample with table shards"; fail=1; }
 run "$tmp/f3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed
 close "$tmp/f2.csv" "$tmp/f3.csv" "--zero 3 --recipe delayed against --zero 0" "$GPT_DP_TOL_FP8"
 # delayed scaling: the Linears' weights gathered as FP8 codes (the group

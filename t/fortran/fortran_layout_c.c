@@ -266,6 +266,8 @@ int main(void) {
   printf("tecore_embedding_args.positions %zu\n", offsetof(struct tecore_embedding_args, positions));
   printf("tecore_embedding_args.seq_len %zu\n", offsetof(struct tecore_embedding_args, seq_len));
   printf("tecore_embedding_args.status %zu\n", offsetof(struct tecore_embedding_args, status));
+  printf("tecore_embedding_args.shard_first %zu\n", offsetof(struct tecore_embedding_args, shard_first));
+  printf("tecore_embedding_args.shard_count %zu\n", offsetof(struct tecore_embedding_args, shard_count));
   printf("tecore_xent_args size %zu\n", sizeof(struct tecore_xent_args));
   printf("tecore_xent_args.logits %zu\n", offsetof(struct tecore_xent_args, logits));
   printf("tecore_xent_args.labels %zu\n", offsetof(struct tecore_xent_args, labels));

@@ -338,6 +338,8 @@ program fortran_layout
   print '(a,1x,i0)', 'tecore_embedding_args.positions', off(c_loc(v27), c_loc(v27%positions))
   print '(a,1x,i0)', 'tecore_embedding_args.seq_len', off(c_loc(v27), c_loc(v27%seq_len))
   print '(a,1x,i0)', 'tecore_embedding_args.status', off(c_loc(v27), c_loc(v27%status))
+  print '(a,1x,i0)', 'tecore_embedding_args.shard_first', off(c_loc(v27), c_loc(v27%shard_first))
+  print '(a,1x,i0)', 'tecore_embedding_args.shard_count', off(c_loc(v27), c_loc(v27%shard_count))
   print '(a,1x,i0)', 'tecore_xent_args size', c_sizeof(v28)
   print '(a,1x,i0)', 'tecore_xent_args.logits', off(c_loc(v28), c_loc(v28%logits))
   print '(a,1x,i0)', 'tecore_xent_args.labels', off(c_loc(v28), c_loc(v28%labels))

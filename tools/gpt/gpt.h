@@ -95,7 +95,8 @@ struct gpt_param {
    * moments hold those elements only; dp_z3: --zero 3 and a parameter of
    * the sequence, whose value (in the ring the passes gather into) is
    * no copy to read: this rank's shard of it lies at dp_value
-   * (tecomm_dp_value_shard; 0 when dp_count is) */
+   * (tecomm_dp_value_shard; 0 when dp_count is); also the token table
+   * under --table-shards, which the group holds as a shard */
   size_t dp_first, dp_count;
   int dp_sharded, dp_z3;
   tecore_devptr_t dp_value;
@@ -127,6 +128,13 @@ struct gpt_tp {
 struct gpt_dp {
   int size, rank, zero;        /* size 0 or 1: one replica */
   int gshards;                 /* --grad-shards: under --zero 3, TECOMM_DP_GRAD_SHARDS */
+  int tshards;                 /* --table-shards: under --zero 2, 3 (not --tp),
+                                  TECOMM_DP_TABLE_SHARDS for the token table */
+  size_t tok_index;            /* tshards on: the token table's index in the group */
+  tecore_devptr_t xf;          /* tshards with a position table: F32 [rows][hidden], the
+                                  token rows before the positions are added */
+  tecore_devptr_t iota;        /* ... int32 [rows]: 0, 1, ...; the positions (t % seq) */
+  tecore_devptr_t posids;
   void *comm;                  /* tecomm_comm_t: the ranks holding the same slices */
   void *group;                 /* tecomm_dp_t */
 };
@@ -279,6 +287,15 @@ size_t gpt_dp_value_bytes(const struct gpt_model *m);
 /* --zero 3 with gradient shards: the gradients' bytes the group holds
  * (its shards and ring); else 0. */
 size_t gpt_dp_grad_bytes(const struct gpt_model *m);
+/* --table-shards: the bytes of the token table's shards and scratch the
+ * group holds; else 0. */
+size_t gpt_dp_table_bytes(const struct gpt_model *m);
+/* --table-shards: x = the embedding of m->ids (the group's sharded
+ * table, and the position table) and its backward; *_whole: the token
+ * table gathered whole into m->tok again (collective; for generation). */
+void gpt_dp_embed_fwd(struct gpt_model *m, struct tecore_tensor *x, tecore_stream_t s);
+void gpt_dp_embed_bwd(struct gpt_model *m, const struct tecore_tensor *dx, tecore_stream_t s);
+void gpt_dp_table_whole(struct gpt_model *m, tecore_stream_t s);
 /* The gradients' symmetric memory on dp->comm under --zero 0 or 1 (free
  * with free() after the last release); NULL without --dp or under
  * --zero 2.  alloc and release take it as ctx (tecore_seq_grad_region):

@@ -42,11 +42,40 @@ static size_t *dp_order(const struct gpt_model *m) {
   return ord;
 }
 
-static struct tecomm_dp_tensor dp_tensor(const struct gpt_param *p) {
+/* table: the token table held as shards (TECOMM_DP_TABLE_SHARDS) */
+static struct tecomm_dp_tensor dp_tensor(const struct gpt_param *p, int table) {
   return (struct tecomm_dp_tensor){
       .name = p->name, .grad = p->grad, .grad_dtype = p->grad_dtype, .value = p->value,
       .value_dtype = p->bf16 ? TECORE_DTYPE_BF16 : TECORE_DTYPE_F32, .count = p->rows * p->cols,
-      .op = p->table ? TECOMM_DP_NO_OP : p->op};
+      .op = p->table ? TECOMM_DP_NO_OP : p->op, .rows = table ? p->rows : 0};
+}
+
+/* --table-shards: the token table lies in the group now (its whole value
+ * and gradient freed); with a position table, the buffers that add it
+ * (gpt_dp_embed_fwd). */
+static void tables_sharded(struct gpt_model *m, size_t k) {
+  struct gpt_param *p = &m->p[0];
+  size_t bytes = p->rows * p->cols * 4;
+  GPT_CHECK(tecore_mem_free(m->tok));
+  GPT_CHECK(tecore_mem_free(m->tok_grad));
+  m->dev_bytes -= 2 * bytes;
+  m->tok = m->tok_grad = 0;
+  p->value = 0, p->grad = p->dp_grad;
+  p->dp_z3 = 1;
+  tecomm_result_t r = tecomm_dp_value_shard((tecomm_dp_t)m->dp.group, k, &p->dp_value);
+  if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_value_shard", r);
+  m->dp.tok_index = k;
+  if (m->c.rope) return;
+  size_t R = m->rows, S = (size_t)m->c.seq;
+  int32_t *h = gpt_xalloc(R * sizeof *h);
+  m->dp.xf = gpt_dalloc(R * (size_t)m->c.hidden * 4, &m->dev_bytes);
+  m->dp.iota = gpt_dalloc(R * 4, &m->dev_bytes);
+  m->dp.posids = gpt_dalloc(R * 4, &m->dev_bytes);
+  for (size_t t = 0; t < R; t++) h[t] = (int32_t)t;
+  GPT_CHECK(tecore_memcpy(m->dp.iota, (tecore_devptr_t)(uintptr_t)h, R * 4));
+  for (size_t t = 0; t < R; t++) h[t] = (int32_t)(t % S);
+  GPT_CHECK(tecore_memcpy(m->dp.posids, (tecore_devptr_t)(uintptr_t)h, R * 4));
+  free(h);
 }
 
 /* --zero 3: the sequence's parameters now lie in the group's ring (their
@@ -67,11 +96,15 @@ static void dp_ring_values(struct gpt_model *m) {
 void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, tecore_stream_t s) {
   size_t *ord = dp_order(m);
   struct tecomm_dp_tensor *t = gpt_xalloc(m->np * sizeof *t);
-  for (size_t k = 0; k < m->np; k++) t[k] = dp_tensor(&m->p[ord[k]]);
+  /* --table-shards: not with --tp, whose ranks each hold the table */
+  const int tabs = m->dp.zero >= 2 && m->dp.tshards && m->tp.size <= 1;
+  for (size_t k = 0; k < m->np; k++) t[k] = dp_tensor(&m->p[ord[k]], tabs && ord[k] == 0);
   const int gring = m->dp.zero >= 2 && m->dp.gshards && !m->tp.sp;
   struct tecomm_dp_desc desc = {.comm = m->dp.comm, .tensors = t, .ntensors = m->np,
                                 .seq = m->seq, .zero = m->dp.zero, .scale = 1.0f,
-                                .recipe = recipe, .flags = gring ? TECOMM_DP_GRAD_SHARDS : 0};
+                                .recipe = recipe,
+                                .flags = (gring ? TECOMM_DP_GRAD_SHARDS : 0u) |
+                                         (tabs ? TECOMM_DP_TABLE_SHARDS : 0u)};
   tecomm_dp_t g = NULL;
   tecomm_result_t r = tecomm_dp_create(&desc, &g);
   if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_create", r);
@@ -89,6 +122,14 @@ void gpt_dp_create(struct gpt_model *m, const struct tecore_recipe *recipe, teco
       dp_fail("tecomm_dp_grad_shard", r);
   }
   if (m->dp.zero == 3 || gring) dp_ring_values(m);
+  for (size_t k = 0; k < m->np && tabs; k++)
+    if (ord[k] == 0) tables_sharded(m, k);
+  m->dp.tshards = tabs;
+  if (tabs) {   /* sizes the group's scratch outside any capture (and for the memory count) */
+    GPT_CHECK(tecore_memset_d32_async(m->ids, 0, m->rows, s));
+    struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, (size_t)m->c.hidden, m->x);
+    gpt_dp_embed_fwd(m, &x, s);
+  }
   free(t);
   free(ord);
   GPT_CHECK(tecore_stream_synchronize(s));
@@ -126,6 +167,62 @@ size_t gpt_dp_grad_bytes(const struct gpt_model *m) {
   return shards + s0 + s1;
 }
 
+size_t gpt_dp_table_bytes(const struct gpt_model *m) {
+  if (!m->dp.group || !m->dp.tshards) return 0;
+  size_t need = 0;
+  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, NULL, 0, &need);
+  char *line = gpt_xalloc(need + 1);
+  size_t v = 0, g = 0, scr = 0;
+  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, need + 1, NULL);
+  const char *at = strstr(line, "; tables: ");
+  if (!at || sscanf(at, "; tables: shards %zu + %zu bytes, scratch %zu bytes", &v, &g, &scr) != 3)
+    v = g = scr = 0;
+  free(line);
+  return v + g + scr;
+}
+
+void gpt_dp_embed_fwd(struct gpt_model *m, struct tecore_tensor *x, tecore_stream_t s) {
+  tecomm_dp_t g = (tecomm_dp_t)m->dp.group;
+  size_t H = (size_t)m->c.hidden;
+  if (m->c.rope) {
+    tecomm_result_t r = tecomm_dp_embedding_fwd(g, m->dp.tok_index, m->ids, m->rows, x, s);
+    if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_embedding_fwd", r);
+    return;
+  }
+  /* the token rows in F32, then the positions added as one process adds
+   * them (one rounding to BF16): the bits of the whole table's forward */
+  struct tecore_tensor xf = gpt_tensor2(TECORE_DTYPE_F32, m->rows, H, m->dp.xf);
+  tecomm_result_t r = tecomm_dp_embedding_fwd(g, m->dp.tok_index, m->ids, m->rows, &xf, s);
+  if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_embedding_fwd", r);
+  struct tecore_tensor pos = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.seq, H, m->pos);
+  struct tecore_embedding_args a = {.weight = &xf, .pos_weight = &pos, .ids = m->dp.iota,
+                                    .tokens = m->rows, .seq_len = (size_t)m->c.seq};
+  GPT_CHECK(tecore_embedding_fwd(&a, x, s));
+}
+
+void gpt_dp_embed_bwd(struct gpt_model *m, const struct tecore_tensor *dx, tecore_stream_t s) {
+  tecomm_result_t r = tecomm_dp_embedding_bwd((tecomm_dp_t)m->dp.group, m->dp.tok_index, m->ids,
+                                              m->rows, dx, s);
+  if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_embedding_bwd", r);
+  if (m->c.rope) return;
+  /* the position table's gradient from this rank's rows (the group
+   * reduces it): its rows named explicitly, the same bits as implied */
+  struct tecore_tensor dpos =
+      gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.seq, (size_t)m->c.hidden, m->pos_grad);
+  struct tecore_embedding_args a = {.ids = m->dp.posids, .tokens = m->rows};
+  GPT_CHECK(tecore_embedding_bwd(&a, dx, &dpos, NULL, s));
+}
+
+void gpt_dp_table_whole(struct gpt_model *m, tecore_stream_t s) {
+  if (!m->dp.tshards || m->tok) return;
+  struct gpt_param *p = &m->p[0];
+  m->tok = gpt_dalloc(p->rows * p->cols * 4, &m->dev_bytes);
+  tecomm_result_t r = tecomm_dp_gather_value((tecomm_dp_t)m->dp.group, m->dp.tok_index, m->tok, s);
+  if (r != TECOMM_SUCCESS) dp_fail("tecomm_dp_gather_value", r);
+  GPT_CHECK(tecore_stream_synchronize(s));
+  p->value = m->tok;
+}
+
 /* --zero 3: the sequence goes first, so that the group gives nothing
  * back into it (whole values and gradients gathered and allocated at
  * exit: on one H200 two ranks of a 16-layer Llama-3 8B peaked 10 GB
@@ -137,6 +234,10 @@ void gpt_dp_destroy(struct gpt_model *m) {
   }
   if (m->dp.group) (void)tecomm_dp_destroy((tecomm_dp_t)m->dp.group);
   m->dp.group = NULL;
+  tecore_devptr_t *b[] = {&m->dp.xf, &m->dp.iota, &m->dp.posids};
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+    if (*b[i]) GPT_CHECK(tecore_mem_free(*b[i]));
+  m->dp.xf = m->dp.iota = m->dp.posids = 0;
 }
 
 /* ---- the gradients in symmetric memory ---- */

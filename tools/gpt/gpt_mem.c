@@ -162,7 +162,7 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
   size_t ntab = m->c.rope ? 1 : 2;
   for (size_t i = 0; i < m->np; i++) {
     size_t e = m->p[i].rows * m->p[i].cols;
-    if (i < ntab) g->tables += e * 4 * (m->p[i].grad ? 2 : 1);
+    if (i < ntab) g->tables += m->p[i].dp_z3 ? 0 : e * 4 * (m->p[i].grad ? 2 : 1);
     else if (m->p[i].grad && !m->p[i].dp_gring) g->grads += e * tecore_dtype_size(m->p[i].grad_dtype);
     /* --zero 1, 2: the masters and moments of the shard only */
     size_t eo = m->p[i].dp_sharded ? m->p[i].dp_count : e;
@@ -172,6 +172,8 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
   size_t z3 = gpt_dp_value_bytes(m);   /* --zero 3: the values live in the group */
   g->params += z3;
   size_t zg = gpt_dp_grad_bytes(m);    /* and with gradient shards the gradients */
+  size_t zt = gpt_dp_table_bytes(m);   /* --table-shards: the token table's shards */
+  g->tables += zt;
   size_t seq_grads = g->grads;
   g->grads += zg;
   GPT_CHECK(tecore_seq_get_saved(m->seq, NULL, 0, &n));
@@ -189,7 +191,7 @@ void gpt_mem_count(const struct gpt_model *m, const struct gpt_train *t, struct 
   size_t in_seq = g->params - z3 + seq_grads + own_saved;
   g->fp8_other = seq_total > in_seq ? seq_total - in_seq : 0;
   g->logits = m->srows * (size_t)m->c.vocab * 2;   /* --sp: the rank's rows */
-  g->total = seq_total + m->dev_bytes + z3 + zg;
+  g->total = seq_total + m->dev_bytes + z3 + zg + zt;
   size_t known = g->params + g->grads + g->optim + g->tables + g->saved_back + g->saved_other +
                  g->fp8_other + g->logits;
   g->rest = g->total > known ? g->total - known : 0;

@@ -389,7 +389,8 @@ void gpt_logits(struct gpt_model *m, int reuse_fp8, tecore_stream_t s) {
   size_t H = (size_t)m->c.hidden;
   struct tecore_tensor x = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->x);
   struct tecore_tensor lg = gpt_tensor2(TECORE_DTYPE_BF16, m->srows, (size_t)m->c.vocab, m->logits);
-  GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
+  if (m->dp.tshards) gpt_dp_embed_fwd(m, &x, s);   /* the group's shards of the table */
+  else GPT_CHECK(tecore_embedding_fwd(&ea, &x, s));
   struct tecore_tensor xs = gpt_tensor2(TECORE_DTYPE_BF16, m->srows, H, m->x + m->row0 * H * 2);
   GPT_CHECK(tecore_seq_forward(m->seq, &xs, &lg, m->noop + (reuse_fp8 ? 4 : 0), s));
 }
@@ -425,6 +426,10 @@ void gpt_backward(struct gpt_model *m, int mb, int with_loss, tecore_stream_t s)
   GPT_CHECK(tecore_seq_backward(m->seq, m->dlogits8 ? &m->g8 : &lg, &dx, s));
   if (m->tp.sp) gpt_sp_gather_dx(m, s);
   dx = gpt_tensor2(TECORE_DTYPE_BF16, m->rows, H, m->dx);
+  if (m->dp.tshards) {
+    gpt_dp_embed_bwd(m, &dx, s);
+    return;
+  }
   struct tecore_embedding_args ea = emb_args(m, &tok, &pos);
   struct tecore_tensor dtok = gpt_tensor2(TECORE_DTYPE_F32, (size_t)m->c.vocab, H, m->tok_grad);
   struct tecore_tensor dpos;

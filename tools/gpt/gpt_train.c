@@ -116,12 +116,14 @@ void gpt_train_init(struct gpt_train *t, struct gpt_model *m, tecore_stream_t s)
     for (size_t i = 0; i < np; i++)
       if (m->p[i].sharded == sh) {
         const struct gpt_param *p = &m->p[i];
-        size_t n = ztp ? p->dp_count : p->rows * p->cols, f = ztp ? p->dp_first : 0;
+        /* --table-shards: the token table's gradient is a shard only */
+        const int part = ztp || (p->table && p->dp_z3);
+        size_t n = part ? p->dp_count : p->rows * p->cols, f = part ? p->dp_first : 0;
         if (!n) continue;   /* a shard without elements of p */
         /* --dp alone: not read (tecomm_dp_norm_parts is), but they size
          * the workspace; under --zero 3 with gradient shards p->grad is
          * the group's ring, whole inside a backward only */
-        tecore_devptr_t gp = ztp ? p->dp_grad : p->grad + f * tecore_dtype_size(p->grad_dtype);
+        tecore_devptr_t gp = part ? p->dp_grad : p->grad + f * tecore_dtype_size(p->grad_dtype);
         t->grads[sh ? t->nrep + t->nvec + t->nsh : t->nrep] = gpt_tensor2(p->grad_dtype, 1, n, gp);
         if (sh) t->nsh++;
         else t->nrep++;
@@ -243,7 +245,8 @@ static void queue_fwd_bwd(struct gpt_train *t, struct gpt_model *m, tecore_strea
                                 2 * sizeof *t->hstate, s));
   GPT_CHECK(tecore_seq_zero_grad(m->seq, s));
   size_t H = (size_t)m->c.hidden;
-  GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
+  if (m->tok_grad)   /* --table-shards: the group zeroes its shard */
+    GPT_CHECK(tecore_memset_d32_async(m->tok_grad, 0, (size_t)m->c.vocab * H, s));
   if (m->pos_grad) GPT_CHECK(tecore_memset_d32_async(m->pos_grad, 0, (size_t)m->c.seq * H, s));
   tecomm_dp_t dp = (tecomm_dp_t)m->dp.group;
   for (int mb = 0; mb < t->accum; mb++) {
