@@ -129,12 +129,14 @@ struct tb_call {
   tecore_devptr_t ids_all, rows_all;
 };
 
-/* The scratch: every rank's ids, then their rows of 4-byte elements at
- * most.  Sized by the first call (symmetric memory: collective; all
- * ranks call with the same tokens), never while capturing. */
-static tecomm_result_t scratch(struct tecomm_dp *d, struct tb_call *c, tecore_stream_t stream) {
+/* The scratch: every rank's ids, then their rows in the call's dtype
+ * (es bytes).  Sized by the first call that needs more (symmetric memory:
+ * collective; all ranks call with the same tokens and dtype), never while
+ * capturing. */
+static tecomm_result_t scratch(struct tecomm_dp *d, struct tb_call *c, size_t es,
+                               tecore_stream_t stream) {
   size_t N = (size_t)d->nranks, idb = round256(N * c->tokens * 4);
-  size_t need = idb + N * c->tokens * c->cols * 4;
+  size_t need = idb + N * c->tokens * c->cols * es;
   if (need > d->tscr_bytes) {
     tecore_capture_status_t cs = TECORE_CAPTURE_NONE;
     TB_CORE(tecore_stream_capture_status(stream, &cs), c->fn);
@@ -180,7 +182,7 @@ static tecomm_result_t prepare(tecomm_dp_t dp, size_t index, tecore_devptr_t ids
   TC_ARG(tecore_tensor_numel(x) == tokens * c->cols, "%s: %s holds %zu elements, tokens %zu x "
          "%zu columns", fn, xname, tecore_tensor_numel(x), tokens, c->cols);
   tc_dp_part(dp, index, dp->rank, &c->first, &c->n);
-  TC_CHECK(scratch(dp, c, stream));
+  TC_CHECK(scratch(dp, c, tecore_dtype_size(x->dtype), stream));
   TC_CHECK(tc_dp_fork(dp, stream));
   return tecomm_allgather(dp->comm, ids, c->ids_all, tokens, TECORE_DTYPE_F32, dp->side);
 }

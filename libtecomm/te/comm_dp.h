@@ -146,9 +146,9 @@ tecomm_result_t tecomm_dp_norm_parts(tecomm_dp_t dp, struct tecore_tensor *vec,
  * reduce-scattered back to their ranks (one nonzero term each: exact).
  * An id outside the table gives a zero row (not reported); a -0 element
  * comes back +0.  Collective
- * (the same tokens on every rank); capturable once a first call outside a
- * capture has sized the group's scratch (nranks * tokens rows of 4-byte
- * elements, symmetric memory). */
+ * (the same tokens on every rank); capturable once a call outside a
+ * capture has sized the group's scratch (symmetric memory: nranks * tokens
+ * ids and rows of out's dtype; a later call that needs more sizes it again). */
 tecomm_result_t tecomm_dp_embedding_fwd(tecomm_dp_t dp, size_t index, tecore_devptr_t ids,
                                         size_t tokens, const struct tecore_tensor *out,
                                         tecore_stream_t stream);

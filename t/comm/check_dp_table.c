@@ -17,7 +17,8 @@
  *     shards: within 1e-6 of the host's norm over every gradient;
  *   - tecomm_dp_gather_value gives the whole table back, bit for bit;
  *   - C = 24 (the kernels' vector path) and 13 (elements), 2 and 4 ranks;
- *   - refusals name the argument; ranks whose table rows differ are
+ *   - refusals name the argument (a first call while capturing among
+ *     them); ranks whose table rows differ are
  *     refused with the field named; a rank killed before the forward is
  *     named by the other's status within TECOMM_TIMEOUT, nothing hangs. */
 #include "comm_ranks.h"
@@ -316,6 +317,17 @@ static void rank_args(int rank, int n, void *arg) {
             tecomm_dp_embedding_fwd(dp, 0, ids, T, &o, s));
   RK_OK(tecomm_dp_destroy(dp));
   RK_OK(tecomm_dp_create(&desc, &dp));
+  /* the scratch is sized outside a capture only */
+  tecore_graph_t g = NULL;
+  RK_CORE(tecore_stream_begin_capture(s, TECORE_CAPTURE_THREAD_LOCAL));
+  tecore_clear_error();
+  tecomm_result_t cr = tecomm_dp_embedding_fwd(dp, 0, ids, T, &o, s);
+  char cmsg[512];
+  snprintf(cmsg, sizeof cmsg, "%s", tecomm_last_error());
+  RK_CORE(tecore_stream_end_capture(s, &g));
+  if (g) RK_CORE(tecore_graph_destroy(g));
+  RK_ASSERT(cr == TECOMM_ERR_INVALID && strstr(cmsg, "outside a capture"),
+            "a first call while capturing: %s (%s)", tecomm_result_name(cr), cmsg);
   RK_EXPECT(TECOMM_ERR_INVALID, "dp is NULL", tecomm_dp_embedding_fwd(NULL, 0, ids, T, &o, s));
   RK_EXPECT(TECOMM_ERR_INVALID, "not an embedding table",
             tecomm_dp_embedding_fwd(dp, 1, ids, T, &o, s));
