@@ -2585,6 +2585,15 @@ module te_core
       integer(c_int), value :: given
       integer(c_int) :: tecore_seq_set_fp8_weight_given
     end function tecore_seq_set_fp8_weight_given
+    function tecore_seq_set_fp8_weight_data(seq, index, ptr) bind(C, &
+        & name="tecore_seq_set_fp8_weight_data")
+      import
+      implicit none
+      type(c_ptr), value :: seq
+      integer(c_size_t), value :: index
+      integer(tecore_devptr_t), value :: ptr
+      integer(c_int) :: tecore_seq_set_fp8_weight_data
+    end function tecore_seq_set_fp8_weight_data
     function tecore_seq_linear_fp8_operands(seq, index, x, noop_flag, stream, a, w) bind(C, &
         & name="tecore_seq_linear_fp8_operands")
       import

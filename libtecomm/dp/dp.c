@@ -124,14 +124,11 @@ static tecomm_result_t copy_in(struct tecomm_dp *d, const struct tecomm_dp_desc 
   return TECOMM_SUCCESS;
 }
 
-/* The largest bucket's bytes, gradient (a packed bucket's), value
- * (ZeRO-1/2's gather) or FP8 codes (ZeRO-3's); 0 when no bucket needs
- * the buffer. */
+/* The largest bucket's bytes, gradient (a packed bucket's) or value
+ * (ZeRO-1/2's gather); 0 when no bucket needs the buffer. */
 static size_t buffer_bytes(const struct tecomm_dp *d) {
   size_t most = 0;
   for (size_t k = 0; k < d->nb; k++) {
-    if (d->b[k].fp8 && d->b[k].sharded && d->b[k].elems > most)
-      most = d->b[k].elems;   /* its E4M3 codes gathered there (dp_zero3_fp8.c) */
     if (d->b[k].table) continue;   /* never reduced nor gathered (dp_table.c) */
     size_t g = d->b[k].inplace || tc_dp_zg_owns(d, &d->b[k]) ? 0 : tecore_dtype_size(d->b[k].gdt);
     size_t v = d->zero > 0 && !d->b[k].sharded ? tecore_dtype_size(d->b[k].vdt) : 0;

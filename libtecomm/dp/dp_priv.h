@@ -64,7 +64,7 @@ struct dp_bucket {
   size_t unit;                 /* its gather unit (d->u) */
   size_t ring_off;             /* bytes: its values in the unit's slot */
   int fp8;                     /* its tensors are FP8 weights (dp_tensor.fp8): their codes
-                                  are gathered in the forwards, not their values ... */
+                                  are gathered into its slot space, not their values ... */
   int codes;                   /* ... while the recipe still has them so (each forward
                                   asks: tc_dp_zero3_fp8_refresh); else the values */
   /* TECOMM_DP_GRAD_SHARDS (dp_zero3_grad.c): its gradients lie in its
@@ -229,15 +229,19 @@ tecomm_result_t tc_dp_gather_to(struct tecomm_dp *d, const struct dp_bucket *b,
 tecomm_result_t tc_dp_zero3_check(struct tecomm_dp *d);
 /* dp_zero3_fp8.c: before tc_dp_layout, the FP8 Linears' weights marked
  * (dp_tensor.fp8: ZeRO-3 with the sequence under delayed scaling);
- * setup (after the buffer): the sequence told their codes are given;
- * gather: bucket b's codes into the sequence's FP8 weights on d->side
- * (its amaxes reduced); free: the forwards quantize them again. */
+ * setup (after the ring): the sequence told their codes are given and
+ * lie in the ring (tecore_seq_set_fp8_weight_data); gather: bucket b's
+ * codes into its slot space on d->side (in a forward its amaxes
+ * reduced); free: the forwards quantize them again, into storage of the
+ * sequence's own. */
 void tc_dp_zero3_fp8_mark(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zero3_fp8_setup(struct tecomm_dp *d);
 tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_bucket *b);
 /* At a forward's start: each FP8 bucket's codes or values (b->codes). */
 void tc_dp_zero3_fp8_refresh(struct tecomm_dp *d);
 void tc_dp_zero3_fp8_free(struct tecomm_dp *d);
+/* dp_zero3.c: bucket b's space in its unit's ring slot. */
+tecore_devptr_t tc_dp_slot_at(const struct tecomm_dp *d, const struct dp_bucket *b);
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d);
 tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                    size_t count, tecore_stream_t stream);

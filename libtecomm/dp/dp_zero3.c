@@ -52,6 +52,10 @@ static tecore_devptr_t slot_at(const struct tecomm_dp *d, const struct dp_bucket
   return d->ring + (d->u[b->unit].slot ? d->slot_size[0] : 0) + b->ring_off;
 }
 
+tecore_devptr_t tc_dp_slot_at(const struct tecomm_dp *d, const struct dp_bucket *b) {
+  return slot_at(d, b);
+}
+
 /* ---- create: the checks (local, before the ranks compare) ------------------ */
 
 /* Tensor i's parameter of the sequence: the one whose value it names. */
@@ -295,8 +299,8 @@ static tecomm_result_t gather_unit(struct tecomm_dp *d, struct dp_unit *u,
   TC_CHECK(tc_dp_fork(d, stream));
   for (size_t f = u->f0; f < u->f1; f++) {
     const struct dp_bucket *b = &d->b[d->fwd[f]];
-    if (b->fp8 && b->codes) {   /* in the forwards only: the backward reads them still */
-      if (d->pass_dir == TECORE_SEQ_FORWARD) TC_CHECK(tc_dp_zero3_fp8_gather(d, b));
+    if (b->fp8 && b->codes) {   /* the codes, into the bucket's slot space */
+      TC_CHECK(tc_dp_zero3_fp8_gather(d, b));
       continue;
     }
     TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side));

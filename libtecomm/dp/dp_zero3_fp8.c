@@ -18,12 +18,18 @@
  * before (the same reductions since the last update), so the result is
  * max(before, max |whole weight|), what ZeRO-0's forward quantize leaves.
  *
- * The codes stay in the sequence's FP8 weight for the backward (its dgrad
- * reads their byte transpose), so a weight is gathered in the forwards
- * only; its ring space still holds the values where the group gathers
- * them outside the passes (tecomm_dp_gather_value, destroy), and in the
- * passes after a recipe change that leaves the weight no FP8 copy to
- * hand out (current scaling): each forward asks again (refresh). */
+ * Where the codes lie: in the bucket's own space of its unit's ring slot
+ * (a byte an element of the two its BF16 values take), all-gathered in
+ * place, and the sequence's FP8 weight points there
+ * (tecore_seq_set_fp8_weight_data): no rank keeps a layer's codes across
+ * a step (a byte a weight: 7 GB at Llama-3 8B).  So they are gathered
+ * before the backward too (its dgrad reads their byte transpose), the
+ * amax only in the forwards (the backward's codes are the forward's).
+ * The space still holds the values where the group gathers them outside
+ * the passes (tecomm_dp_gather_value, destroy; the next pass gathers the
+ * codes again), and in the passes after a recipe change that leaves the
+ * weight no FP8 copy to hand out (current scaling: the sequence's own
+ * codes storage again): each forward asks again (refresh). */
 #include "dp_priv.h"
 
 #define F8_CORE(call, what)                                                    \
@@ -52,11 +58,20 @@ void tc_dp_zero3_fp8_mark(struct tecomm_dp *d) {
 /* Bucket b's codes still gathered (b->codes): every weight still an FP8
  * one the sequence hands out, told given again (a new recipe clears it);
  * else the forwards quantize the values, which are gathered then. */
+/* Tensor i's codes: given, in its bucket's slot space (t->w8 says so). */
+static int codes_in_ring(struct tecomm_dp *d, size_t i) {
+  struct dp_tensor *t = &d->t[i];
+  tecore_devptr_t at = tc_dp_slot_at(d, &d->b[t->bucket]) + t->off;
+  if (tecore_seq_set_fp8_weight_given(d->seq, t->t.op, 1) != TECORE_SUCCESS ||
+      tecore_seq_set_fp8_weight_data(d->seq, t->t.op, at) != TECORE_SUCCESS)
+    return 0;
+  t->w8.data = at;
+  return 1;
+}
+
 static void refresh(struct tecomm_dp *d, struct dp_bucket *b) {
   int ok = 1;
-  for (size_t i = b->t0; i < b->t1 && ok; i++)
-    ok = fp8_weight(d, &d->t[i]) &&
-         tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 1) == TECORE_SUCCESS;
+  for (size_t i = b->t0; i < b->t1 && ok; i++) ok = fp8_weight(d, &d->t[i]) && codes_in_ring(d, i);
   for (size_t i = b->t0; i < b->t1 && !ok; i++)
     (void)tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 0);
   if (b->codes != ok)
@@ -75,12 +90,10 @@ tecomm_result_t tc_dp_zero3_fp8_setup(struct tecomm_dp *d) {
   for (size_t k = 0; k < d->nb; k++) {
     struct dp_bucket *b = &d->b[k];
     if (!b->fp8) continue;
-    TC_ARG(d->buf_bytes >= b->elems, "tecomm_dp_create: internal: the bucket buffer (%zu "
-           "bytes) is smaller than bucket %zu's codes (%zu)", d->buf_bytes, k, b->elems);
     b->codes = 1;
     for (size_t i = b->t0; i < b->t1; i++)
-      F8_CORE(tecore_seq_set_fp8_weight_given(d->seq, d->t[i].t.op, 1),
-              "tecomm_dp_create: ZeRO-3's FP8 gather");
+      TC_ARG(codes_in_ring(d, i), "tecomm_dp_create: ZeRO-3's FP8 gather: %s",
+             tecore_last_error());
   }
   if (d->nfp8) F8_CORE(tecore_mem_alloc(256, &d->f8_dummy), "tecomm_dp_create");
   if (d->nfp8) F8_CORE(tecore_memset_d8_async(d->f8_dummy, 0, 256, d->side), "tecomm_dp_create");
@@ -88,10 +101,11 @@ tecomm_result_t tc_dp_zero3_fp8_setup(struct tecomm_dp *d) {
 }
 
 /* Tensor i's part of this rank's shard quantized into the codes at dst
- * (its scale_inv written, its amax max-accumulated).  A rank holding
- * none of the tensor quantizes one zero, so that it writes scale_inv
- * too (the same 1 / scale every rank writes). */
-static tecomm_result_t quantize_part(struct tecomm_dp *d, size_t i, tecore_devptr_t dst) {
+ * (its scale_inv written, with amax its amax max-accumulated).  A rank
+ * holding none of the tensor quantizes one zero, so that it writes
+ * scale_inv too (the same 1 / scale every rank writes). */
+static tecomm_result_t quantize_part(struct tecomm_dp *d, size_t i, tecore_devptr_t dst,
+                                     int amax) {
   const struct dp_tensor *t = &d->t[i];
   size_t first, n;
   tc_dp_part(d, i, d->rank, &first, &n);
@@ -104,28 +118,25 @@ static tecomm_result_t quantize_part(struct tecomm_dp *d, size_t i, tecore_devpt
   out.scaling = t->w8.scaling;
   out.scale = t->w8.scale;
   out.scale_inv = t->w8.scale_inv;
-  out.amax = n ? t->w8.amax : 0;
+  out.amax = n && amax ? t->w8.amax : 0;
   F8_CORE(tecore_quantize(&in, &out, 0, d->side), "tecomm_dp: ZeRO-3's FP8 gather");
   return TECOMM_SUCCESS;
 }
 
 tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_bucket *b) {
-  tecore_devptr_t mine = d->buf + (size_t)d->rank * b->shard;   /* 1 byte an element */
+  const int fwd = d->pass_dir == TECORE_SEQ_FORWARD;
+  tecore_devptr_t all = tc_dp_slot_at(d, b), mine = all + (size_t)d->rank * b->shard;
   F8_CORE(tecore_memset_d8_async(mine, 0, b->shard, d->side), "tecomm_dp: ZeRO-3's FP8 gather");
   for (size_t i = b->t0; i < b->t1; i++) {
     size_t first, n;
     tc_dp_part(d, i, d->rank, &first, &n);
-    TC_CHECK(quantize_part(d, i, mine + d->t[i].off + first - (size_t)d->rank * b->shard));
+    TC_CHECK(quantize_part(d, i, mine + d->t[i].off + first - (size_t)d->rank * b->shard, fwd));
   }
-  TC_CHECK(tecomm_allgather(d->comm, mine, d->buf, b->shard, TECORE_DTYPE_E4M3, d->side));
+  TC_CHECK(tecomm_allgather(d->comm, mine, all, b->shard, TECORE_DTYPE_E4M3, d->side));
   d->gathered_bytes += b->elems;
-  for (size_t i = b->t0; i < b->t1; i++) {
-    const struct dp_tensor *t = &d->t[i];
-    F8_CORE(tecore_memcpy_async(t->w8.data, d->buf + t->off, t->t.count, d->side),
-            "tecomm_dp: ZeRO-3's FP8 gather");
-    TC_CHECK(tecomm_allreduce(d->comm, t->w8.amax, t->w8.amax, 1, TECORE_DTYPE_F32, TECOMM_MAX,
-                              d->side));
-  }
+  for (size_t i = b->t0; i < b->t1 && fwd; i++)
+    TC_CHECK(tecomm_allreduce(d->comm, d->t[i].w8.amax, d->t[i].w8.amax, 1, TECORE_DTYPE_F32,
+                              TECOMM_MAX, d->side));
   return TECOMM_SUCCESS;
 }
 

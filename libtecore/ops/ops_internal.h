@@ -115,6 +115,9 @@ struct te_op {
   unsigned grad_fresh;             /* bit p: grad[p] is to be overwritten, not added to
                                       (tecore_seq_zero_grad marked it; its first writer in
                                       the next backward clears the bit: te_grad_take_fresh) */
+  int w8_ext;                      /* w8_row is the caller's (tecore_seq_set_fp8_weight_data,
+                                      while given): never freed; a new recipe or given 0
+                                      gives the sequence its own again */
   int w8_given;                    /* training, delayed scaling: the caller writes w8_row,
                                       its scale_inv and amax before each forward
                                       (tecore_seq_set_fp8_weight_given); the forward never

@@ -190,7 +190,14 @@ TE_EXPORT tecore_result_t tecore_seq_set_fp8_weight_given(tecore_seq_t *s, size_
     const char *tail = strncmp(text, "tecore_seq_fp8_weight: ", 23) == 0 ? text + 23 : text;
     return TE_ERR(r, "%s: %s", fn, tail);
   }
-  s->ops[index].w8_given = given;
+  struct te_op *o = &s->ops[index];
+  if (!given && o->w8_ext) {   /* the codes in storage of the sequence's own again */
+    tecore_devptr_t own = 0;
+    TE_CHECK(te_seq_alloc(s, o->plen[0], 0, &own));
+    o->w8_row = own;
+    o->w8_ext = 0;
+  }
+  o->w8_given = given;
   return TECORE_SUCCESS;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ops_param.c -- tecore_seq_set_param and tecore_seq_set_param_grad: a
- * parameter's value, or its gradient, in storage the caller gives.  What
+/* ops_param.c -- tecore_seq_set_param, tecore_seq_set_param_grad and
+ * tecore_seq_set_fp8_weight_data: a parameter's value, its gradient, or
+ * a given FP8 weight's codes, in storage the caller gives.  What
  * they are for: fully sharded data parallelism (libtecomm's ZeRO-3),
  * where no rank holds every weight across a step; the group points each
  * layer's weights into a small ring of buffers it all-gathers them into
@@ -43,7 +44,7 @@ static tecore_result_t param_fits(const char *fn, tecore_devptr_t ptr, size_t by
          "%s: ptr 0x%llx is not in an allocation of the device layer", fn,
          (unsigned long long)ptr);
   size_t left = ptr - base <= len ? len - (size_t)(ptr - base) : 0;
-  TE_ARG(bytes <= left, "%s: parameter %zu needs %zu bytes; ptr 0x%llx has %zu to the end of "
+  TE_ARG(bytes <= left, "%s: index %zu needs %zu bytes; ptr 0x%llx has %zu to the end of "
          "its allocation", fn, index, bytes, (unsigned long long)ptr, left);
   return TECORE_SUCCESS;
 }
@@ -117,5 +118,33 @@ TE_EXPORT tecore_result_t tecore_seq_set_param_grad(tecore_seq_t *s, size_t inde
   if (!(op->grad_ext & bit) && !s->gregion.alloc) TE_CHECK(te_seq_release(s, op->grad[p]));
   op->grad[p] = ptr;
   op->grad_ext |= bit;
+  return TECORE_SUCCESS;
+}
+
+/* The codes of a weight the caller gives (tecore_seq_set_fp8_weight_given)
+ * are read by the passes only (the forward's GEMM, the backward's byte
+ * transpose), never written: a ZeRO-3 ring slot the group gathers them
+ * into before each pass can hold them.  Given 0 or a new recipe ends it
+ * (ops_linear.c, ops_seq.c). */
+TE_EXPORT tecore_result_t tecore_seq_set_fp8_weight_data(tecore_seq_t *s, size_t index,
+                                                         tecore_devptr_t ptr) {
+  static const char fn[] = "tecore_seq_set_fp8_weight_data";
+  TE_CHECK(te_seq_op_arg(s, index, fn));
+  TE_ARG(s->built, "%s: the sequence is not built (tecore_seq_build)", fn);
+  struct te_op *o = &s->ops[index];
+  TE_ARG(o->w8_given && o->w8_row, "%s: operation %zu's FP8 weight is not given "
+         "(tecore_seq_set_fp8_weight_given)", fn, index);
+  TE_ARG(ptr % 16 == 0, "%s: ptr 0x%llx is not 16-byte aligned", fn, (unsigned long long)ptr);
+  const size_t bytes = o->plen[0];   /* E4M3: a byte a weight */
+  if (!ptr) {   /* the sequence's own again (its bytes undefined until written) */
+    if (o->w8_ext) TE_CHECK(te_seq_alloc(s, bytes, 0, &o->w8_row));
+    o->w8_ext = 0;
+    return TECORE_SUCCESS;
+  }
+  if (o->w8_ext && o->w8_row == ptr) return TECORE_SUCCESS;
+  TE_CHECK(param_fits(fn, ptr, bytes, index));
+  if (!o->w8_ext) TE_CHECK(te_seq_release(s, o->w8_row));
+  o->w8_row = ptr;
+  o->w8_ext = 1;
   return TECORE_SUCCESS;
 }

@@ -599,6 +599,7 @@ static void unbuild(tecore_seq_t *s) {
     memset(o->grad, 0, sizeof o->grad);
     memset(o->saved, 0, sizeof o->saved);
     o->w16 = o->x16 = o->w8_row = o->w8_col = o->w8_srow = o->w8_scol = 0;
+    o->w8_ext = 0;
     o->grad_fresh = 0;
     o->lse = o->qkv16 = o->o16 = o->do16 = o->dqkv16 = 0;
     o->rc = 0;
@@ -786,8 +787,12 @@ static tecore_result_t prepare_fp8(tecore_seq_t *s, tecore_stream_t stream) {
   free_state(s);
   choose_hp(s);
   w8_invalidate(s);   /* new scales (or none): quantize the weights again */
-  /* tecore_seq_fp8_weight's hand-off is valid until the recipe changes */
-  for (size_t i = 0; i < n; i++) s->ops[i].w8_given = 0;
+  /* tecore_seq_fp8_weight's hand-off is valid until the recipe changes;
+   * codes in the caller's storage go with it (allocated again below) */
+  for (size_t i = 0; i < n; i++) {
+    if (s->ops[i].w8_ext) s->ops[i].w8_row = 0;
+    s->ops[i].w8_given = s->ops[i].w8_ext = 0;
+  }
   /* new operand types: the GEMM library may take the GELU epilogue without aux now */
   for (size_t i = 0; i < n; i++) s->ops[i].gelu_aux_only = s->ops[i].gelu_daux_off = 0;
   for (size_t b = 0; b <= n; b++) s->bnd[b].f8 = -1;

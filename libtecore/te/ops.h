@@ -591,6 +591,14 @@ tecore_result_t tecore_seq_fp8_weight(const tecore_seq_t *seq, size_t index,
  * quantize it again.  The same conditions and errors as
  * tecore_seq_fp8_weight; a new recipe ends it. */
 tecore_result_t tecore_seq_set_fp8_weight_given(tecore_seq_t *seq, size_t index, int given);
+/* While the weight of the Linear at index is given: its codes (out * in
+ * bytes, rowwise, what the passes read) lie at ptr, storage of the
+ * caller's (a ZeRO-3 ring slot the group gathers them into before each
+ * pass), and the sequence's own copy is freed.  ptr 0: the sequence's
+ * own again (its bytes undefined until written); given 0 and a new
+ * recipe end it too.  TECORE_ERR_INVALID for a weight not given. */
+tecore_result_t tecore_seq_set_fp8_weight_data(tecore_seq_t *seq, size_t index,
+                                               tecore_devptr_t ptr);
 /* The FP8 operands of the forward GEMM of the Linear at index, made on
  * stream as the Linear's own forward makes them, for a fusion pattern
  * that runs that GEMM itself (libtecomm's linear+reduce_scatter): *a its

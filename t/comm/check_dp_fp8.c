@@ -6,12 +6,14 @@
  * BF16 values written) under ZeRO-0 and ZeRO-3 on the same rows:
  *   - each FP8 Linear's weight gathered as E4M3 codes (each rank quantizes
  *     its shard with the weight's delayed scale; the amaxes reduced with
- *     MAX): the outputs, the FP8 weights the forwards read (codes,
- *     scale_inv), the weights' amax and scale after
- *     tecore_seq_update_scales, and the parameters after AdamW are
+ *     MAX) into the bucket's ring slot space, before each forward and
+ *     backward (no rank keeps a layer's codes): the outputs, the FP8
+ *     weights' scale_inv, amax and scale after tecore_seq_update_scales,
+ *     and the parameters after AdamW (every layer's dgrad read the codes) are
  *     ZeRO-0's bit for bit, eager and replayed from the captured step
  *     graph, 2 and 4 ranks, over FP_STEPS steps of fresh inputs;
- *   - an eager step all-gathers at most half the bytes ZeRO-3 gathers with
+ *   - the sequence frees the weights' values and codes at create;
+ *   - an eager step all-gathers about half the bytes ZeRO-3 gathers with
  *     the codes refused (TECORE_OPS_FUSION_OFF=weight_fp8: the values in
  *     BF16, forward and backward), tecomm_dp_describe's count;
  *   - the recipe changed under the group: current scaling gathers the
@@ -142,9 +144,11 @@ static void same_bytes(const void *a, const void *b, size_t n, const char *what,
               (long long)k, what, i, x[i], y[i]);
 }
 
-/* Each Linear's FP8 weight (codes), scale_inv, amax and scale, on the host. */
+/* Each Linear's FP8 scale_inv, amax and scale, on the host (under ZeRO-3
+ * the codes lie in the ring only while their unit does: the outputs and
+ * the parameters after AdamW, whose gradients every layer's dgrad gave,
+ * hold them to ZeRO-0's). */
 struct w8host {
-  uint8_t codes[FL][FH * FH];
   float sc[FL][3];
 };
 
@@ -152,7 +156,6 @@ static void w8_fetch(tecore_seq_t *q, struct w8host *h) {
   for (size_t l = 0; l < FL; l++) {
     struct tecore_tensor w8;
     RK_CORE(tecore_seq_fp8_weight(q, 2 * l, &w8));
-    RK_CORE(tecore_memcpy(te_hptr(h->codes[l]), w8.data, FH * FH));
     RK_CORE(tecore_memcpy(te_hptr(&h->sc[l][0]), w8.scale_inv, 4));
     RK_CORE(tecore_memcpy(te_hptr(&h->sc[l][1]), w8.amax, 4));
     RK_CORE(tecore_memcpy(te_hptr(&h->sc[l][2]), w8.scale, 4));
@@ -233,7 +236,7 @@ static void step_both(tecore_seq_t *q0, tecore_seq_t *q3, tecomm_dp_t d0, tecomm
     same_bytes(y3, y0, sizeof y0, "output", k);
     w8_fetch(q0, &h0);
     w8_fetch(q3, &h3);
-    same_bytes(&h3, &h0, sizeof h0, "FP8 weights (codes, scale_inv, amax, scale)", k);
+    same_bytes(&h3, &h0, sizeof h0, "FP8 weights' scale_inv, amax, scale", k);
     RK_CORE(tecore_seq_update_scales(q0, s));
     RK_CORE(tecore_seq_update_scales(q3, s));
     adam(a0, k, s);
@@ -288,8 +291,9 @@ static void recipe_change(tecore_seq_t *q0, tecore_seq_t *q3, tecomm_dp_t d0, te
     one_step(q0, q3, d0, d3, z, rn, 900 + (uint64_t)i, s);
     moved[i] = gathered(d3) - g;
   }
-  RK_ASSERT(2 * moved[1] <= moved[0], "a step gathers %zu bytes under current scaling (the "
-            "values), %zu under delayed (the codes): not half", moved[0], moved[1]);
+  /* the weights' half, the biases' BF16 alike: at most 55 % */
+  RK_ASSERT(20 * moved[1] <= 11 * moved[0], "a step gathers %zu bytes under current scaling "
+            "(the values), %zu under delayed (the codes): not about half", moved[0], moved[1]);
 }
 
 static void rank_fp8(int rank, int n, void *arg) {
@@ -343,8 +347,15 @@ static void rank_bytes(int rank, int n, void *arg) {
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
   tecore_seq_t *q = model(s);
+  size_t before_mem = 0, after_mem = 0;
+  RK_CORE(tecore_seq_memory(q, NULL, &before_mem));
   tecomm_dp_t dp = group(c, q, 3);
   RK_ASSERT(fp8_buckets(dp) == (off ? 0 : FL), "%zu buckets of FP8 codes", fp8_buckets(dp));
+  /* the sequence keeps neither the values nor (codes gathered) the codes */
+  RK_CORE(tecore_seq_memory(q, NULL, &after_mem));
+  const size_t freed = (size_t)FG * 2 + (off ? 0 : (size_t)FL * FH * FH);
+  RK_ASSERT(after_mem + freed <= before_mem, "the sequence holds %zu bytes, %zu before the "
+            "group: less than %zu freed", after_mem, before_mem, freed);
   struct bufs z;
   bufs_init(&z);
   draw(&z, rank, n, 3);
@@ -357,8 +368,10 @@ static void rank_bytes(int rank, int n, void *arg) {
   (void)tecomm_comm_destroy(c);
 }
 
-/* The weights' codes are half the bytes of their BF16 values, and are
- * gathered in the forwards only: a step moves at most half the bytes. */
+/* The weights' codes are half the bytes of their BF16 values, gathered
+ * before each forward and backward as the values are: a step moves half
+ * the weights' bytes (the biases' BF16 values alike both ways: at most
+ * 55 % of the whole). */
 START_TEST(zero_3_fp8_gathers_half_the_bytes) {
   double b[2];
   for (int off = 0; off < 2; off++) {
@@ -370,7 +383,7 @@ START_TEST(zero_3_fp8_gathers_half_the_bytes) {
   }
   printf("# ZeRO-3, 2 ranks, %d microbatches: a step all-gathers %.0f bytes with FP8 codes, "
          "%.0f with BF16 values\n", MB, b[0], b[1]);
-  ck_assert_msg(b[0] > 0 && 2 * b[0] <= b[1], "FP8 codes: %.0f bytes a step, BF16 values %.0f",
+  ck_assert_msg(b[0] > 0 && b[0] <= 0.55 * b[1], "FP8 codes: %.0f bytes a step, BF16 values %.0f",
                 b[0], b[1]);
 }
 END_TEST

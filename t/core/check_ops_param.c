@@ -5,7 +5,9 @@
  * gradient ring): every gradient moved into one poisoned allocation,
  * zero_grad and two microbatches give the twin's gradients bit for bit,
  * the sequence's bytes drop by the gradients', ptr 0 gives its own
- * zeroed storage back, refusals name the argument.  Every parameter moved into one allocation of the caller's:
+ * zeroed storage back, refusals name the argument; and
+ * tecore_seq_set_fp8_weight_data, a given FP8 weight's codes so (ZeRO-3's
+ * ring): the twin's bits, the bytes freed, a new recipe or given 0 end it.  Every parameter moved into one allocation of the caller's:
  * tecore_seq_params reports the new addresses, the sequence's parameter
  * bytes drop by theirs, and fresh random values written there give two
  * microbatches of forward and backward the same bits as the twin
@@ -192,6 +194,104 @@ END_TEST
 
 /* The refusals both calls share, for set (tecore_seq_set_param or
  * _grad); grad: the gradient's (also: an inference sequence has none). */
+/* tecore_seq_set_fp8_weight_data: every given FP8 weight's codes (as the
+ * sequence's own forward quantized them) copied into one poisoned
+ * allocation of the caller's and pointed at there: the sequence's bytes
+ * drop by theirs, and two microbatches give the twin's dx and gradients
+ * bit for bit (the forward's GEMM and the backward's transpose read them
+ * there).  Then a new recipe gives the sequence storage of its own again:
+ * a forward no longer touches the caller's bytes.  Refusals named. */
+enum { MAXL = 8 };
+START_TEST(test_fp8_codes_moved_same_bits) {
+  struct tecore_recipe rc;
+  TE_OK(tecore_recipe_init(&rc, TECORE_RECIPE_DELAYED));
+  tecore_seq_t *own = mlp(&rc), *moved = mlp(&rc);
+  draw_params(own, moved);
+  tecore_devptr_t x = te_dalloc(NY * 2), y = te_dalloc(NY * 2);
+  size_t sh[2] = {ROWS, HID};
+  struct tecore_tensor X, Y;
+  put_bf16(x, NY, -1.f, 1.f);
+  TE_OK(tecore_tensor_init(&X, TECORE_DTYPE_BF16, 2, sh, x));
+  TE_OK(tecore_tensor_init(&Y, TECORE_DTYPE_BF16, 2, sh, y));
+  TE_OK(tecore_seq_forward(moved, &X, &Y, 0, te_stream));   /* its codes quantized */
+  TE_OK(tecore_stream_synchronize(te_stream));
+  size_t lin[MAXL], nl = 0, total = 0, bytes[MAXL];
+  struct tecore_tensor w8;
+  for (size_t i = 0; nl < MAXL; i++) {
+    struct tecore_op_info info;
+    if (tecore_seq_op(moved, i, &info) != TECORE_SUCCESS) break;
+    if (tecore_seq_fp8_weight(moved, i, &w8) != TECORE_SUCCESS) continue;
+    bytes[nl] = tecore_tensor_numel(&w8);
+    total += round256(bytes[nl]);
+    lin[nl++] = i;
+  }
+  tecore_clear_error();
+  ck_assert_uint_eq(nl, 2 * NBLK);
+  tecore_devptr_t base = te_dalloc(total);
+  te_poison_dev(base, total);
+  TE_EXPECT_INVALID("not given", tecore_seq_set_fp8_weight_data(moved, lin[0], base));
+  size_t m0 = 0, m1 = 0, off = 0;
+  TE_OK(tecore_seq_memory(moved, NULL, &m0));
+  for (size_t k = 0; k < nl; k++) {
+    TE_OK(tecore_seq_fp8_weight(moved, lin[k], &w8));
+    TE_OK(tecore_memcpy(base + off, w8.data, bytes[k]));
+    TE_OK(tecore_seq_set_fp8_weight_given(moved, lin[k], 1));
+    TE_EXPECT_INVALID("16-byte aligned", tecore_seq_set_fp8_weight_data(moved, lin[k], base + 8));
+    TE_EXPECT_INVALID("needs", tecore_seq_set_fp8_weight_data(moved, lin[k], base + total - 16));
+    TE_OK(tecore_seq_set_fp8_weight_data(moved, lin[k], base + off));
+    TE_OK(tecore_seq_set_fp8_weight_data(moved, lin[k], base + off));   /* again: nothing */
+    TE_OK(tecore_seq_fp8_weight(moved, lin[k], &w8));
+    ck_assert_msg(w8.data == base + off, "Linear %zu's codes at 0x%llx, given base + %zu",
+                  lin[k], (unsigned long long)w8.data, off);
+    off += round256(bytes[k]);
+  }
+  TE_OK(tecore_seq_memory(moved, NULL, &m1));
+  ck_assert_msg(m1 + total - nl * 255 <= m0, "the sequence holds %zu bytes, %zu before: "
+                "the codes' %zu not freed", m1, m0, total);
+  /* the same steps as the twin, whose forwards quantize its own codes */
+  tecore_devptr_t xs[2], dys[2];
+  for (int k = 0; k < 2; k++) {
+    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
+    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
+  }
+  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
+  ck_assert(dx0 && dx1);
+  two_steps(own, xs, dys, dx0);
+  two_steps(moved, xs, dys, dx1);
+  te_expect_mem_eq(dx1, dx0, NY * 2, "dx with the codes in the caller's memory");
+  expect_same_grads(own, moved);
+  /* a new recipe: the sequence's own codes again, the caller's untouched */
+  TE_OK(tecore_seq_set_recipe(moved, &rc, te_stream));
+  te_poison_dev(base, total);
+  unsigned char *want = malloc(total), *got = malloc(total);
+  ck_assert(want && got);
+  te_d2h(want, base, total);
+  TE_OK(tecore_seq_forward(moved, &X, &Y, 0, te_stream));
+  TE_OK(tecore_stream_synchronize(te_stream));
+  te_d2h(got, base, total);
+  te_expect_mem_eq(want, got, total, "the caller's codes memory after a new recipe");
+  TE_OK(tecore_seq_fp8_weight(moved, lin[0], &w8));
+  ck_assert(w8.data < base || w8.data >= base + total);
+  /* given 0 ends it too */
+  TE_OK(tecore_seq_set_fp8_weight_given(moved, lin[1], 1));
+  TE_OK(tecore_seq_set_fp8_weight_data(moved, lin[1], base));
+  TE_OK(tecore_seq_set_fp8_weight_given(moved, lin[1], 0));
+  TE_OK(tecore_seq_fp8_weight(moved, lin[1], &w8));
+  ck_assert(w8.data != base);
+  TE_EXPECT_INVALID("seq", tecore_seq_set_fp8_weight_data(NULL, lin[0], base));
+  TE_OK(tecore_seq_destroy(moved));   /* never frees the caller's memory */
+  TE_OK(tecore_seq_destroy(own));
+  for (int k = 0; k < 2; k++) {
+    TE_OK(tecore_mem_free(xs[k]));
+    TE_OK(tecore_mem_free(dys[k]));
+  }
+  TE_OK(tecore_mem_free(base));
+  TE_OK(tecore_mem_free(x));
+  TE_OK(tecore_mem_free(y));
+  free(dx0), free(dx1), free(want), free(got);
+}
+END_TEST
+
 typedef tecore_result_t (*set_fn)(tecore_seq_t *, size_t, tecore_devptr_t);
 static void args_refused(set_fn set, int grad) {
   tecore_seq_t *s = mlp(NULL);
@@ -243,6 +343,7 @@ static Suite *ops_param_suite(void) {
   tcase_add_test(tc, test_param_args_refused);
   tcase_add_test(tc, test_grad_moved_same_bits);
   tcase_add_test(tc, test_grad_args_refused);
+  tcase_add_test(tc, test_fp8_codes_moved_same_bits);
   return s;
 }
 
