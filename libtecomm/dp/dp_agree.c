@@ -51,7 +51,8 @@ static struct dp_wire wire_of(const struct tecomm_dp *d, const struct tecore_rec
   memset(&w, 0, sizeof w);
   w.ntensors = d->nt, w.bucket_bytes = d->bucket_bytes, w.zero = d->zero;
   w.flags = (d->gshards ? (int32_t)TECOMM_DP_GRAD_SHARDS : 0) |
-            (d->tshards ? (int32_t)TECOMM_DP_TABLE_SHARDS : 0);
+            (d->tshards ? (int32_t)TECOMM_DP_TABLE_SHARDS : 0) |
+            (d->fp8_keep ? 0x100 : 0);   /* TECOMM_DP_FP8_KEEP */
   w.hash = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < d->nt; i++) {
     struct dp_rec r = rec_of(d, &d->t[i]);
@@ -72,7 +73,7 @@ static const char *wire_diff(const struct dp_wire *a, const struct dp_wire *b, l
   DP_FIELD(ntensors, "the number of tensors");
   DP_FIELD(zero, "the ZeRO stage");
   DP_FIELD(bucket_bytes, "the bucket size (bytes)");
-  DP_FIELD(flags, "desc->flags");
+  DP_FIELD(flags, "desc->flags (0x100: TECOMM_DP_FP8_KEEP)");
   DP_FIELD(has_recipe, "an FP8 recipe (1) or none (0)");
   DP_FIELD(kind, "the recipe's kind");
   DP_FIELD(format, "the recipe's FP8 format");

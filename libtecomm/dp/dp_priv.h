@@ -152,6 +152,8 @@ struct tecomm_dp {
                                   are still in their slots for the backward */
   int rc_started;              /* a recomputed forward began this backward pass */
   size_t nfp8;                 /* buckets of FP8 codes (dp_bucket.fp8) */
+  int fp8_keep;                /* TECOMM_DP_FP8_KEEP: the codes kept in the sequence's own
+                                  copies, gathered in the forwards only */
   tecore_devptr_t f8_dummy;    /* 256 bytes: a zero to quantize, where a rank holds none of
                                   a weight, and its code */
   size_t gathered_bytes;       /* the values' and codes' bytes ZeRO-3's all-gathers have
@@ -240,8 +242,12 @@ tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_buck
 /* At a forward's start: each FP8 bucket's codes or values (b->codes). */
 void tc_dp_zero3_fp8_refresh(struct tecomm_dp *d);
 void tc_dp_zero3_fp8_free(struct tecomm_dp *d);
-/* dp_zero3.c: bucket b's space in its unit's ring slot. */
-tecore_devptr_t tc_dp_slot_at(const struct tecomm_dp *d, const struct dp_bucket *b);
+/* ZeRO-3: bucket b's space in its unit's ring slot (its values, or its
+ * FP8 codes). */
+static inline tecore_devptr_t tc_dp_slot_at(const struct tecomm_dp *d,
+                                            const struct dp_bucket *b) {
+  return d->ring + (d->u[b->unit].slot ? d->slot_size[0] : 0) + b->ring_off;
+}
 tecomm_result_t tc_dp_zero3_setup(struct tecomm_dp *d);
 tecore_result_t tc_dp_zero3_before(struct tecomm_dp *d, tecore_seq_dir_t dir, size_t first,
                                    size_t count, tecore_stream_t stream);

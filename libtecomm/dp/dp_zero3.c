@@ -47,14 +47,6 @@ static const char FN[] = "tecomm_dp_create";
 
 static size_t round256(size_t x) { return (x + 255) / 256 * 256; }
 
-/* Bucket b's values in its unit's slot. */
-static tecore_devptr_t slot_at(const struct tecomm_dp *d, const struct dp_bucket *b) {
-  return d->ring + (d->u[b->unit].slot ? d->slot_size[0] : 0) + b->ring_off;
-}
-
-tecore_devptr_t tc_dp_slot_at(const struct tecomm_dp *d, const struct dp_bucket *b) {
-  return slot_at(d, b);
-}
 
 /* ---- create: the checks (local, before the ranks compare) ------------------ */
 
@@ -243,7 +235,7 @@ static tecomm_result_t swap_params(struct tecomm_dp *d) {
     struct dp_tensor *t = &d->t[i];
     const struct dp_bucket *b = &d->b[t->bucket];
     if (!b->sharded) continue;
-    t->t.value = slot_at(d, b) + t->off * tecore_dtype_size(b->vdt);
+    t->t.value = tc_dp_slot_at(d, b) + t->off * tecore_dtype_size(b->vdt);
     Z3_CORE(tecore_seq_set_param(d->seq, t->param, t->t.value),
             "tecomm_dp_create: a parameter into ZeRO-3's ring");
   }
@@ -303,7 +295,7 @@ static tecomm_result_t gather_unit(struct tecomm_dp *d, struct dp_unit *u,
       TC_CHECK(tc_dp_zero3_fp8_gather(d, b));
       continue;
     }
-    TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side));
+    TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, tc_dp_slot_at(d, b), d->side));
     d->gathered_bytes += b->elems * tecore_dtype_size(b->vdt);
   }
   Z3_CORE(tecore_event_record(u->ready, d->side), "tecomm_dp: ZeRO-3's gather");
@@ -416,7 +408,7 @@ tecomm_result_t tc_dp_value_whole(struct tecomm_dp *d, size_t i, tecore_devptr_t
     return TECOMM_SUCCESS;
   }
   TC_CHECK(tc_dp_join(d, s));   /* a pass's gathers into the slot are done */
-  TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), s));
+  TC_CHECK(tc_dp_gather_to(d, b, d->vshard + b->vs_off, tc_dp_slot_at(d, b), s));
   d->fwd_done = 0;   /* the slot's unit is no longer whole: a backward gathers anew */
   Z3_CORE(tecore_memcpy_async(dst, t->t.value, bytes, s), "tecomm_dp_gather_value");
   return TECOMM_SUCCESS;
@@ -436,7 +428,7 @@ static void restore(struct tecomm_dp *d) {
   for (size_t f = 0; f < d->nfwd; f++) {
     struct dp_bucket *b = &d->b[d->fwd[f]];
     tecomm_result_t g = TECOMM_ERR_ABORTED;
-    if (healthy) g = tc_dp_gather_to(d, b, d->vshard + b->vs_off, slot_at(d, b), d->side);
+    if (healthy) g = tc_dp_gather_to(d, b, d->vshard + b->vs_off, tc_dp_slot_at(d, b), d->side);
     if (g == TECOMM_SUCCESS && tecore_stream_synchronize(d->side) != TECORE_SUCCESS)
       g = TECOMM_ERR_DEVICE;
     healthy = healthy && g == TECOMM_SUCCESS;

@@ -29,8 +29,18 @@
  * the passes (tecomm_dp_gather_value, destroy; the next pass gathers the
  * codes again), and in the passes after a recipe change that leaves the
  * weight no FP8 copy to hand out (current scaling: the sequence's own
- * codes storage again): each forward asks again (refresh). */
+ * codes storage again): each forward asks again (refresh).
+ * TECOMM_DP_FP8_KEEP=1 (d->fp8_keep) keeps the sequence's own copies
+ * instead, gathered in the forwards only and copied out of the slot: a
+ * byte a weight held for one all-gather a backward less. */
 #include "dp_priv.h"
+
+TECORE_TUNABLE_INT(tc_tun_dp_fp8_keep, "TECOMM_DP_FP8_KEEP", 0, 0, 1,
+                   "ZeRO-3 under delayed FP8 scaling: 0 (default) gathers each Linear's E4M3 "
+                   "codes into the ring before each forward and backward, none kept across a "
+                   "step; 1 keeps them in the sequence's own copy (a byte a weight on every "
+                   "rank), gathered once a forward, for the backward to read.  Every rank must "
+                   "use the same value (it is compared)")
 
 #define F8_CORE(call, what)                                                    \
   do {                                                                         \
@@ -51,6 +61,7 @@ static int fp8_weight(struct tecomm_dp *d, struct dp_tensor *t) {
 
 void tc_dp_zero3_fp8_mark(struct tecomm_dp *d) {
   if (d->zero < 3 || !d->seq) return;
+  d->fp8_keep = tecore_tunable_int(&tc_tun_dp_fp8_keep);
   for (size_t i = 0; i < d->nt; i++) d->t[i].fp8 = fp8_weight(d, &d->t[i]);
   tecore_clear_error();   /* the refusals only said "values" */
 }
@@ -58,13 +69,14 @@ void tc_dp_zero3_fp8_mark(struct tecomm_dp *d) {
 /* Bucket b's codes still gathered (b->codes): every weight still an FP8
  * one the sequence hands out, told given again (a new recipe clears it);
  * else the forwards quantize the values, which are gathered then. */
-/* Tensor i's codes: given, in its bucket's slot space (t->w8 says so). */
+/* Tensor i's codes: given, in its bucket's slot space (t->w8 says so;
+ * TECOMM_DP_FP8_KEEP: in the sequence's own copy). */
 static int codes_in_ring(struct tecomm_dp *d, size_t i) {
   struct dp_tensor *t = &d->t[i];
   tecore_devptr_t at = tc_dp_slot_at(d, &d->b[t->bucket]) + t->off;
-  if (tecore_seq_set_fp8_weight_given(d->seq, t->t.op, 1) != TECORE_SUCCESS ||
-      tecore_seq_set_fp8_weight_data(d->seq, t->t.op, at) != TECORE_SUCCESS)
-    return 0;
+  if (tecore_seq_set_fp8_weight_given(d->seq, t->t.op, 1) != TECORE_SUCCESS) return 0;
+  if (d->fp8_keep) return 1;
+  if (tecore_seq_set_fp8_weight_data(d->seq, t->t.op, at) != TECORE_SUCCESS) return 0;
   t->w8.data = at;
   return 1;
 }
@@ -125,6 +137,7 @@ static tecomm_result_t quantize_part(struct tecomm_dp *d, size_t i, tecore_devpt
 
 tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_bucket *b) {
   const int fwd = d->pass_dir == TECORE_SEQ_FORWARD;
+  if (d->fp8_keep && !fwd) return TECOMM_SUCCESS;   /* the backward reads the kept copies */
   tecore_devptr_t all = tc_dp_slot_at(d, b), mine = all + (size_t)d->rank * b->shard;
   F8_CORE(tecore_memset_d8_async(mine, 0, b->shard, d->side), "tecomm_dp: ZeRO-3's FP8 gather");
   for (size_t i = b->t0; i < b->t1; i++) {
@@ -137,6 +150,9 @@ tecomm_result_t tc_dp_zero3_fp8_gather(struct tecomm_dp *d, const struct dp_buck
   for (size_t i = b->t0; i < b->t1 && fwd; i++)
     TC_CHECK(tecomm_allreduce(d->comm, d->t[i].w8.amax, d->t[i].w8.amax, 1, TECORE_DTYPE_F32,
                               TECOMM_MAX, d->side));
+  for (size_t i = b->t0; i < b->t1 && d->fp8_keep; i++)
+    F8_CORE(tecore_memcpy_async(d->t[i].w8.data, all + d->t[i].off, d->t[i].t.count, d->side),
+            "tecomm_dp: ZeRO-3's FP8 gather");
   return TECOMM_SUCCESS;
 }
 

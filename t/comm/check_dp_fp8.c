@@ -12,6 +12,9 @@
  *     and the parameters after AdamW (every layer's dgrad read the codes) are
  *     ZeRO-0's bit for bit, eager and replayed from the captured step
  *     graph, 2 and 4 ranks, over FP_STEPS steps of fresh inputs;
+ *   - the same with the codes kept in the sequence's copies across the
+ *     step (TECOMM_DP_FP8_KEEP=1, gathered in the forwards only); ranks
+ *     whose setting differs refused, the field named;
  *   - the sequence frees the weights' values and codes at create;
  *   - an eager step all-gathers about half the bytes ZeRO-3 gathers with
  *     the codes refused (TECORE_OPS_FUSION_OFF=weight_fp8: the values in
@@ -297,7 +300,8 @@ static void recipe_change(tecore_seq_t *q0, tecore_seq_t *q3, tecomm_dp_t d0, te
 }
 
 static void rank_fp8(int rank, int n, void *arg) {
-  const int graphed = *(const int *)arg;
+  const int graphed = *(const int *)arg & 1;
+  if (*(const int *)arg & 2) setenv("TECOMM_DP_FP8_KEEP", "1", 1);   /* the codes kept */
   tecomm_comm_t c = tc_rank_comm(rank, n);
   tecore_stream_t s;
   RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
@@ -329,10 +333,11 @@ static void rank_fp8(int rank, int n, void *arg) {
 /* ZeRO-3's steps are ZeRO-0's bit for bit under delayed FP8: the codes
  * each rank quantizes from its shard with the delayed scale are those the
  * whole weight gives, and the amax reduced with MAX is the whole
- * weight's.  _i: 2 or 4 ranks, eager or from the step graph. */
+ * weight's.  _i: 2 or 4 ranks, eager or from the step graph; 4 and 5:
+ * the codes kept across the step (TECOMM_DP_FP8_KEEP=1). */
 START_TEST(zero_3_fp8_takes_zero_0_steps) {
-  int n = _i % 2 ? 4 : 2, graphed = _i >= 2;
-  tc_run_ranks(n, rank_fp8, &graphed, 300);
+  int n = _i % 2 ? 4 : 2, mode = (_i >= 2 && _i < 4) | (_i == 5) | (_i >= 4) << 1;
+  tc_run_ranks(n, rank_fp8, &mode, 300);
   tc_expect_same_digest(n, "the values after the steps");
   tc_shm_release();
 }
@@ -388,6 +393,38 @@ START_TEST(zero_3_fp8_gathers_half_the_bytes) {
 }
 END_TEST
 
+/* TECOMM_DP_FP8_KEEP differs between the ranks (their gathers would
+ * not pair): refused on every rank, the field named. */
+static void rank_keep_mismatch(int rank, int n, void *arg) {
+  (void)arg;
+  if (rank == n - 1) setenv("TECOMM_DP_FP8_KEEP", "1", 1);
+  tecomm_comm_t c = tc_rank_comm(rank, n);
+  tecore_stream_t s;
+  RK_CORE(tecore_stream_create(TECORE_STREAM_NON_BLOCKING, 0, &s));
+  tecore_seq_t *q = model(s);
+  struct tecore_seq_param p[FNP];
+  struct tecomm_dp_tensor t[FNP];
+  params(q, p);
+  for (size_t i = 0; i < FNP; i++) {
+    const struct tecore_seq_param *r = &p[FNP - 1 - i];
+    t[i] = (struct tecomm_dp_tensor){.grad = r->grad.data, .grad_dtype = TECORE_DTYPE_F32,
+                                     .value = r->value.data, .value_dtype = TECORE_DTYPE_BF16,
+                                     .count = tecore_tensor_numel(&r->value), .op = r->op};
+  }
+  struct tecomm_dp_desc desc = {.comm = c, .tensors = t, .ntensors = FNP, .seq = q,
+                                .bucket_bytes = 4096, .zero = 3};
+  tecomm_dp_t dp = NULL;
+  RK_EXPECT(TECOMM_ERR_MISMATCH, "TECOMM_DP_FP8_KEEP", tecomm_dp_create(&desc, &dp));
+  RK_CORE(tecore_seq_destroy(q));
+  (void)tecomm_comm_destroy(c);
+}
+
+START_TEST(zero_3_fp8_keep_differs_refused) {
+  tc_run_ranks(2, rank_keep_mismatch, NULL, 120);
+  tc_shm_release();
+}
+END_TEST
+
 static Suite *dp_fp8_suite(void) {
   setenv("TECORE_VDEV_DEVICES", "8", 0);
   /* on cuda the small Linears would run in BF16 (TECORE_OPS_FP8_MIN_MNK's
@@ -395,7 +432,8 @@ static Suite *dp_fp8_suite(void) {
   setenv("TECORE_OPS_FP8_MIN_MNK", "0", 0);
   Suite *s = suite_create("comm_dp_fp8");
   TCase *tc = te_tcase(s, "dp_fp8", 0);
-  tcase_add_loop_test(tc, zero_3_fp8_takes_zero_0_steps, 0, 4);
+  tcase_add_loop_test(tc, zero_3_fp8_takes_zero_0_steps, 0, 6);
+  tcase_add_test(tc, zero_3_fp8_keep_differs_refused);
   tcase_add_test(tc, zero_3_fp8_gathers_half_the_bytes);
   return s;
 }
