@@ -14,6 +14,11 @@
 #     bit the losses of gathering the values (TECORE_OPS_FUSION_OFF);
 #     --zero 2's and 3's gradients out of the ring (the default) the bits
 #     of --grad-shards 0's whole buffers, with --accum 2 within GPT_DP_TOL;
+#     the token table held as shards (--table-shards, the default under
+#     --zero 2, 3) within GPT_DP_TOL of the whole table, RoPE and learned
+#     positions, its bytes less, --sample gathering it whole; FP8 delayed
+#     --zero 3 with selective recomputation (the codes gathered again
+#     inside the backward) within GPT_DP_TOL_FP8 of --zero 0;
 #  3. --dp 2 --tp 2 (4 ranks, a 2-D grid) within GPT_DP_TOL of one process;
 #     with --zero 2 and 3 --zero 0's losses and norms bit for bit; with
 #     --sp too (te-gpt-dp-zero-sp: the tp sum of the norms' gradients once
@@ -130,6 +135,14 @@ run "$tmp/sample.txt" --seed $seed --steps 2 --eval-every 0 --batch 2 --dp 2 --z
 grep -q '"sample"' "$tmp/sample.txt" || { echo "FAIL: --zero 2 --sample with table shards"; fail=1; }
 run "$tmp/f3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed
 close "$tmp/f2.csv" "$tmp/f3.csv" "--zero 3 --recipe delayed against --zero 0" "$GPT_DP_TOL_FP8"
+# the FP8 codes gathered again for a recomputed forward inside the
+# backward (selective recomputation), every Linear in FP8
+export TECORE_OPS_FP8_MIN_MNK=0
+run "$tmp/r0.csv" $opts --batch 2 --dp 2 --recipe delayed --recompute selective
+run "$tmp/r3.csv" $opts --batch 2 --dp 2 --zero 3 --recipe delayed --recompute selective
+unset TECORE_OPS_FP8_MIN_MNK
+close "$tmp/r0.csv" "$tmp/r3.csv" "--zero 3 --recipe delayed --recompute selective against --zero 0" \
+  "$GPT_DP_TOL_FP8"
 # delayed scaling: the Linears' weights gathered as FP8 codes (the group
 # says how many buckets), the losses those of gathering their BF16 values
 # (TECORE_OPS_FUSION_OFF=weight_fp8) bit for bit; every Linear in FP8
