@@ -13,6 +13,45 @@ if test ! -x "$demo"; then
   echo "FAIL: $demo not built"
   exit 1
 fi
+# TE_T_RANKS_LOCK (t/lib/comm_ranks.h): each run of the tool holds that
+# lock, as each multi-rank Check case does, so that under make -j its
+# ranks never spin on the GPUs beside another case's.  $demo becomes a
+# wrapper in the build tree (made once, atomically) that takes the lock
+# around the tool, unless a launcher started it as one rank of several
+# (TECOMM_RANK, mpirun's or Slurm's variables: its peers would wait for
+# the lock it holds; such a script locks around the whole launch with
+# ranks_lock and ranks_unlock, and calls no $demo in between).
+# demo_real is the tool itself (a test that signals the tool's own
+# process runs it, inside ranks_lock and ranks_unlock).
+demo=$(cd "$(dirname "$demo")" && pwd)/$(basename "$demo")
+demo_real=$demo
+ranks_lock() {
+  if test -n "${TE_T_RANKS_LOCK:-}" && command -v flock > /dev/null 2>&1; then
+    exec 8>> "$TE_T_RANKS_LOCK" && flock 8
+  fi
+}
+ranks_unlock() {
+  if test -n "${TE_T_RANKS_LOCK:-}" && command -v flock > /dev/null 2>&1; then
+    flock -u 8
+    exec 8>&-
+  fi
+}
+if test -n "${TE_T_RANKS_LOCK:-}" && command -v flock > /dev/null 2>&1; then
+  ranked="${top_builddir:-.}/t/demo/.ranked-${demo_tool:-te-demo}"
+  if test ! -x "$ranked"; then
+    w=$(mktemp "$ranked.XXXXXX") || exit 1
+    cat > "$w" <<EOF_RANKED
+#!/bin/sh
+# made by t/demo/demo-lib.sh: $demo holding \$TE_T_RANKS_LOCK
+if test -n "\${TECOMM_RANK:-}\${OMPI_COMM_WORLD_RANK:-}\${PMI_RANK:-}\${PMIX_RANK:-}\${SLURM_PROCID:-}"; then
+  exec "$demo" "\$@"
+fi
+exec flock "\$TE_T_RANKS_LOCK" "$demo" "\$@"
+EOF_RANKED
+    chmod 755 "$w" && mv -f "$w" "$ranked" || exit 1
+  fi
+  demo=$ranked
+fi
 if test "x$TE_DEVICE" = xcuda && ! "${top_builddir:-.}/tools/te-info" > /dev/null 2>&1; then
   echo "SKIP: TE_DEVICE=cuda but no GPU can be used (te-info fails)"
   exit 77

@@ -33,7 +33,8 @@
 #     the same bytes as --zero 2's, and the --zero 1 checkpoint continued
 #     with --dp 4 --zero 3 within GPT_DP_TOL; the same with --tp 2, its
 #     checkpoint continued by --zero 0 bit for bit;
-#  5. a rank killed mid-run: te-gpt exits 1 naming it, no hang;
+#  5. a rank killed mid-run: te-gpt exits 1 naming it, no hang; te-gpt
+#     itself killed: its ranks end with it;
 #  6. the misfits exit 2;
 #  7. --eval with --dp (the batches shared out) within GPT_EVAL_TOL of one
 #     process, with --tp within GPT_DP_TOL; --save-hf from --dp --zero 1
@@ -186,6 +187,7 @@ done
 # (as mpirun or srun would, here on one host): the forked run's bits
 secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 port=$((20000 + seed % 20000))
+ranks_lock   # the two processes together (demo-lib.sh)
 for r in 0 1; do
   TECOMM_SECRET=$secret TECOMM_RANK=$r TECOMM_NRANKS=2 TECOMM_ROOT=127.0.0.1:$port \
     "$gpt" $opts --batch 2 --dp 2 > "$tmp/env$r.csv" 2> "$tmp/env$r.err" &
@@ -193,6 +195,7 @@ for r in 0 1; do
 done
 wait $pid0; rc0=$?
 wait $pid1; rc1=$?
+ranks_unlock
 if [ $rc0 = 0 ] && [ $rc1 = 0 ]; then
   bits "$tmp/d2.csv" "$tmp/env0.csv" "--dp 2 launched by TECOMM_RANK against forked"
   [ -s "$tmp/env1.csv" ] && { echo "FAIL: rank 1 of a TECOMM_RANK launch printed rows"; fail=1; }
@@ -282,7 +285,8 @@ within "$one" "$(ev --load-hf "$tmp/g1" --tp 2)" $GPT_DP_TOL "--load-hf --tp 2 -
 
 # 5. a rank killed mid-run: its parent names it and ends the others
 : > "$tmp/k.csv"   # there before the loop below reads it
-"$gpt" --seed "$seed" --batch 2 --dp 2 --steps 100000 --sample 0 --eval-every 0 --csv \
+ranks_lock   # the tool itself (its child is the rank killed), under the lock
+"$demo_real" --seed "$seed" --batch 2 --dp 2 --steps 100000 --sample 0 --eval-every 0 --csv \
   > "$tmp/k.csv" 2> "$tmp/k.err" &
 pid=$!
 n=0
@@ -301,6 +305,28 @@ if [ -n "$victim" ]; then
 else
   echo "FAIL: te-gpt --dp 2 had no rank to kill"; kill -9 "$pid"; fail=1
 fi
+ranks_unlock
+
+# te-gpt itself killed (SIGKILL; or of SIGPIPE, `te-gpt --dp 2 | head`):
+# its ranks end with it, none left training or waiting for the others
+# (one waited an hour in the last barrier)
+mark=$((seed + 7777777))
+: > "$tmp/o.csv"
+ranks_lock
+"$demo_real" --seed $mark --batch 2 --dp 2 --steps 100000 --sample 0 --eval-every 0 --csv \
+  > "$tmp/o.csv" 2> /dev/null &
+pid=$!
+n=0
+while [ "$(wc -l < "$tmp/o.csv")" -lt 3 ] && [ $n -lt 600 ]; do sleep 0.2; n=$((n + 1)); done
+kill -9 $pid
+wait $pid 2> /dev/null
+n=0
+while pgrep -f -- "--seed $mark " > /dev/null && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
+if pgrep -f -- "--seed $mark " > /dev/null; then
+  echo "FAIL: the ranks of a te-gpt --dp killed still run 10 s later"
+  pkill -9 -f -- "--seed $mark "; fail=1
+fi
+ranks_unlock
 
 # 6. misfits
 for bad in "--zero 1" "--dp 4 --tp 4" "--dp 2 --offload" "--zero 4 --dp 2" \

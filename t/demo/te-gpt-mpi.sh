@@ -59,6 +59,7 @@ if [ -n "$mpirun" ]; then
   # MPI libraries keep allocations to exit: leak reports there are not ours
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
   # each rank's stdout to its own file: rank 0's rows, rank 1's nothing
+  ranks_lock   # the launch's ranks together (demo-lib.sh)
   if timeout 300 "$mpirun" $flags -n 2 sh -c \
       'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-$PMIX_RANK}}; exec "$0" "$@" > "'"$tmp"'/mpi$r.csv"' \
       "$gpt" $opts --dp 2 2> "$tmp/mpi.err"; then
@@ -69,6 +70,7 @@ if [ -n "$mpirun" ]; then
   fi
   misfit "mpirun -n 2 te-gpt --dp 4" "mpirun: 2 ranks, but --dp 4 x --tp 1" \
     timeout 300 "$mpirun" $flags -n 2 "$gpt" $opts --dp 4
+  ranks_unlock
   unset ASAN_OPTIONS
 else
   echo "# no MPI found by configure: mpirun not tested"
@@ -77,6 +79,7 @@ fi
 # 2. srun, faked: two tasks on this host, the root by hand
 secret=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 port=$((20000 + (seed + 7919) % 20000))
+ranks_lock
 for r in 0 1; do
   SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r TECOMM_SECRET=$secret \
     TECOMM_ROOT=127.0.0.1:$port "$gpt" $opts --dp 2 > "$tmp/slurm$r.csv" 2> "$tmp/slurm$r.err" &
@@ -84,6 +87,7 @@ for r in 0 1; do
 done
 wait $pid0; rc0=$?
 wait $pid1; rc1=$?
+ranks_unlock
 if [ $rc0 = 0 ] && [ $rc1 = 0 ]; then
   bits "$tmp/fork.csv" "$tmp/slurm0.csv" "srun (faked) te-gpt --dp 2"
   [ -s "$tmp/slurm1.csv" ] && { echo "FAIL: task 1 under srun printed rows"; fail=1; }

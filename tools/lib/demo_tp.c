@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,8 +69,19 @@ double *demo_tp_times(struct demo_tp_page *p, int prec, int variant) {
 
 /* ---- processes ------------------------------------------------------------------ */
 
+/* A rank outlives no parent: the parent is the one that ends the others
+ * when a rank fails (below).  Without it a rank whose parent died (a
+ * SIGPIPE on a closed pipe: `te-gpt --dp 2 | head`) would wait out the
+ * last barrier's hour, spinning. */
+static void end_with_parent(pid_t parent) {
+#ifdef __linux__
+  (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+  if (getppid() != parent) _exit(1);   /* it died before the line above */
+}
+
 int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg) {
-  pid_t pid[DEMO_TP_MAX];
+  pid_t pid[DEMO_TP_MAX], self = getpid();
   fflush(stdout);
   fflush(stderr);
   int started = 0, worst = 0;
@@ -79,6 +93,7 @@ int demo_tp_fork(int count, int (*fn)(void *arg, int rank), void *arg) {
       break;
     }
     if (pid[started] == 0) {
+      end_with_parent(self);
       int rc = fn(arg, started);
       fflush(stdout);
       fflush(stderr);
