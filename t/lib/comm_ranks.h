@@ -35,6 +35,7 @@
 #include <stdatomic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <te/comm.h>
 #include "common/convert.h"
 
@@ -231,13 +232,16 @@ static TE_T_UNUSED void tc_run_ranks_ex(int n, tc_rank_fn fn, void *arg, int tim
   tc_shm->n = n;
   tc_shm->dead_rank = kill_rank;
   tc_job_secret();
-  pid_t pid[TC_MAX_RANKS];
+  pid_t pid[TC_MAX_RANKS], parent = getpid();
   fflush(stdout);
   fflush(stderr);
   for (int r = 0; r < n; r++) {
     pid[r] = fork();
     ck_assert_msg(pid[r] >= 0, "fork: %s", strerror(errno));
     if (pid[r] == 0) {
+      /* a test process Check kills (its timeout) takes its ranks along */
+      (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       tc_my_rank = r;
       tc_rank_seed(r, 0);
       /* every rank needs its own device: with fewer GPUs than ranks all
