@@ -249,17 +249,7 @@ START_TEST(test_fp8_codes_moved_same_bits) {
   ck_assert_msg(m1 + total - nl * 255 <= m0, "the sequence holds %zu bytes, %zu before: "
                 "the codes' %zu not freed", m1, m0, total);
   /* the same steps as the twin, whose forwards quantize its own codes */
-  tecore_devptr_t xs[2], dys[2];
-  for (int k = 0; k < 2; k++) {
-    put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
-    put_bf16(dys[k] = te_dalloc(NY * 2), NY, -0.05f, 0.05f);
-  }
-  uint16_t *dx0 = malloc(NY * 2), *dx1 = malloc(NY * 2);
-  ck_assert(dx0 && dx1);
-  two_steps(own, xs, dys, dx0);
-  two_steps(moved, xs, dys, dx1);
-  te_expect_mem_eq(dx1, dx0, NY * 2, "dx with the codes in the caller's memory");
-  expect_same_grads(own, moved);
+  twins_steps_same(own, moved);
   /* a new recipe: the sequence's own codes again, the caller's untouched */
   TE_OK(tecore_seq_set_recipe(moved, &rc, te_stream));
   te_poison_dev(base, total);
@@ -281,14 +271,10 @@ START_TEST(test_fp8_codes_moved_same_bits) {
   TE_EXPECT_INVALID("seq", tecore_seq_set_fp8_weight_data(NULL, lin[0], base));
   TE_OK(tecore_seq_destroy(moved));   /* never frees the caller's memory */
   TE_OK(tecore_seq_destroy(own));
-  for (int k = 0; k < 2; k++) {
-    TE_OK(tecore_mem_free(xs[k]));
-    TE_OK(tecore_mem_free(dys[k]));
-  }
   TE_OK(tecore_mem_free(base));
   TE_OK(tecore_mem_free(x));
   TE_OK(tecore_mem_free(y));
-  free(dx0), free(dx1), free(want), free(got);
+  free(want), free(got);
 }
 END_TEST
 

@@ -79,11 +79,9 @@ static void expect_same_grads(tecore_seq_t *a, tecore_seq_t *b) {
   }
 }
 
-/* Fresh parameters in a, the same in b (draw_params), two microbatches
- * of both from the same fresh inputs: dx and every gradient the same
- * bits. */
-static void twins_same(tecore_seq_t *a, tecore_seq_t *b) {
-  draw_params(a, b);
+/* Two microbatches of a and b from the same fresh inputs: dx and every
+ * gradient the same bits. */
+static void twins_steps_same(tecore_seq_t *a, tecore_seq_t *b) {
   tecore_devptr_t xs[2], dys[2];
   for (int k = 0; k < 2; k++) {
     put_bf16(xs[k] = te_dalloc(NY * 2), NY, -1.5f, 1.5f);
@@ -101,6 +99,13 @@ static void twins_same(tecore_seq_t *a, tecore_seq_t *b) {
   }
   free(dx0);
   free(dx1);
+}
+
+/* Fresh parameters in a, the same in b (draw_params), then
+ * twins_steps_same. */
+static void twins_same(tecore_seq_t *a, tecore_seq_t *b) {
+  draw_params(a, b);
+  twins_steps_same(a, b);
 }
 
 #endif
