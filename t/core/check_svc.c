@@ -196,7 +196,12 @@ START_TEST(poll_op_lets_other_jobs_run) {
                               .name = "broken transfer", .buf_index = -1};
   tecore_svc_job_t *jf = NULL;
   TE_OK(tecore_svc_job_create(&fop, 1, &jf));
-  TE_OK(tecore_svc_job_enqueue(jf, te_stream));
+  /* the enqueue's wait returns the run's failure when the engine met it
+   * before the call returned (three polls: a slow host, ASan): either */
+  tecore_result_t q = tecore_svc_job_enqueue(jf, te_stream);
+  ck_assert_msg(q == TECORE_SUCCESS ||
+                    (q == TECORE_ERR_SYSTEM && strstr(tecore_last_error(), "broke (test)")),
+                "enqueue: %s: %s", tecore_result_name(q), tecore_last_error());
   TE_OK(tecore_svc_kick());
   ck_assert_int_eq(te_stream_wait(te_stream, WAIT_MS), TECORE_SUCCESS);
   tecore_result_t r = tecore_svc_job_status(jf, NULL);
