@@ -143,38 +143,46 @@ void gpt_dp_summary(const struct gpt_model *m, char *buf, size_t len) {
   else snprintf(buf, len, "no description: %s", tecomm_last_error());
 }
 
+/* The group's whole description (tecomm_dp_describe; freed by the
+ * caller), from key on, or NULL without the key. */
+static char *describe_from(const struct gpt_model *m, const char *key, char **line) {
+  size_t need = 0;
+  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, NULL, 0, &need);
+  *line = gpt_xalloc(need + 1);
+  **line = '\0';
+  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, *line, need + 1, NULL);
+  return strstr(*line, key);
+}
+
 size_t gpt_dp_value_bytes(const struct gpt_model *m) {
   if (!m->dp.group || m->dp.zero != 3) return 0;
-  char line[512];
+  char *line;
+  const char *v = describe_from(m, "; values: ", &line);
   size_t nb = 0, nu = 0, shards = 0, s0 = 0, s1 = 0;
-  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
-  const char *v = strstr(line, "; values: ");
   if (!v || sscanf(v, "; values: %zu sharded buckets in %zu units, shards %zu bytes, ring %zu "
                    "+ %zu bytes", &nb, &nu, &shards, &s0, &s1) != 5)
-    return 0;
+    shards = s0 = s1 = 0;
+  free(line);
   return shards + s0 + s1;
 }
 
 size_t gpt_dp_grad_bytes(const struct gpt_model *m) {
   if (!m->dp.group || m->dp.zero < 2) return 0;
-  char line[512];
+  char *line;
+  const char *g = describe_from(m, "; gradients: ", &line);
   size_t shards = 0, s0 = 0, s1 = 0;
-  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, sizeof line, NULL);
-  const char *g = strstr(line, "; gradients: ");
   if (!g || sscanf(g, "; gradients: shards %zu bytes, ring %zu + %zu bytes", &shards, &s0, &s1)
                 != 3)
-    return 0;
+    shards = s0 = s1 = 0;
+  free(line);
   return shards + s0 + s1;
 }
 
 size_t gpt_dp_table_bytes(const struct gpt_model *m) {
   if (!m->dp.group || !m->dp.tshards) return 0;
-  size_t need = 0;
-  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, NULL, 0, &need);
-  char *line = gpt_xalloc(need + 1);
+  char *line;
+  const char *at = describe_from(m, "; tables: ", &line);
   size_t v = 0, g = 0, scr = 0;
-  (void)tecomm_dp_describe((tecomm_dp_t)m->dp.group, line, need + 1, NULL);
-  const char *at = strstr(line, "; tables: ");
   if (!at || sscanf(at, "; tables: shards %zu + %zu bytes, scratch %zu bytes", &v, &g, &scr) != 3)
     v = g = scr = 0;
   free(line);
